@@ -1,0 +1,1 @@
+"""Kueue objects for Topology-Aware Scheduling, generated from a snapshot and the cluster's nodes."""

@@ -1,0 +1,154 @@
+"""Build Kueue v1beta2 Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
+
+Names of objects with immutable fields (Topology levels; a ResourceFlavor's nodeLabels, tolerations and
+topologyName) end in a hash of those fields. A change therefore yields a new object and moves the
+ClusterQueue's reference to it, instead of an edit the API server would refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Sequence
+
+from labeler.config import Config, KueueConfig, PoolConfig
+from labeler.labelvalues import short_hash
+from labeler.model import Level, Problem, Snapshot, TopologyError
+from labeler.nodes import Node
+
+from .quantities import format_quantity, parse
+
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+HOSTNAME = "kubernetes.io/hostname"
+MANAGED_BY = {"app.kubernetes.io/managed-by": "topolabel"}
+MAX_FLAVORS = 16  # per resource group, from the ClusterQueue schema
+HASH6 = 6
+
+
+@dataclass
+class Pool:
+    """Nodes that share one value of the pool label; one ResourceFlavor each."""
+
+    label: str
+    value: str
+    nodes: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class KueueObjects:
+    objects: list[dict[str, Any]]
+    problems: list[Problem]
+
+
+def dns_name(text: str, limit: int = 63) -> str:
+    """A lower-case DNS-1123 label from free text (`NVIDIA-H100-80GB-HBM3` -> `nvidia-h100-80gb-hbm3`)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower())
+    name = re.sub(r"-{2,}", "-", name).strip("-")[:limit].strip("-")
+    return name or "pool"
+
+
+def _hash(data: Any) -> str:
+    return short_hash(json.dumps(data, sort_keys=True))[:HASH6]
+
+
+def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(MANAGED_BY)
+    return meta
+
+
+def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> tuple[list[Pool], list[Problem]]:
+    """Placed nodes grouped by the pool label (or the first fallback label they carry)."""
+    pools: dict[tuple[str, str], Pool] = {}
+    problems = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        if node.name not in snapshot.nodes:
+            continue
+        key = next((k for k in [cfg.label, *cfg.fallback_labels] if node.labels.get(k)), None)
+        if key is None:
+            problems.append(Problem("kueue", f"has none of the pool labels {', '.join([cfg.label, *cfg.fallback_labels])}; "
+                                             "it is in no ResourceFlavor", node.name))
+            continue
+        pools.setdefault((key, node.labels[key]), Pool(key, node.labels[key])).nodes.append(node)
+    return [pools[k] for k in sorted(pools)], problems
+
+
+def topology(levels: Sequence[Level], cfg: KueueConfig) -> dict[str, Any]:
+    keys = [lv.label for lv in levels if lv.label != HOSTNAME]
+    if cfg.hostname_level or any(lv.label == HOSTNAME for lv in levels):
+        keys.append(HOSTNAME)
+    name = f"{dns_name(cfg.topology_name, 63 - HASH6 - 1)}-{_hash(keys)}"
+    return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": _meta(name),
+            "spec": {"levels": [{"nodeLabel": k} for k in keys]}}
+
+
+def tolerations(pool: Pool, taint_keys: Sequence[str]) -> list[dict[str, str]]:
+    """Tolerations for the accelerator taints found on the pool's nodes, so admitted pods can land."""
+    found = {(t.get("key", ""), t.get("value") or "", t.get("effect") or "")
+             for n in pool.nodes for t in n.taints if t.get("key") in taint_keys}
+    out = []
+    for key, value, effect in sorted(found):
+        tol = {"key": key, "operator": "Equal", "value": value} if value else {"key": key, "operator": "Exists"}
+        if effect:
+            tol["effect"] = effect
+        out.append(tol)
+    return out
+
+
+def flavor(pool: Pool, topology_name: str, taint_keys: Sequence[str]) -> dict[str, Any]:
+    spec: dict[str, Any] = {"nodeLabels": {pool.label: pool.value}}
+    tols = tolerations(pool, taint_keys)
+    if tols:
+        spec["tolerations"] = tols
+    spec["topologyName"] = topology_name
+    name = f"{dns_name(pool.value, 63 - HASH6 - 1)}-{_hash(spec)}"
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
+
+
+def pool_quota(pool: Pool, resources: Sequence[str]) -> dict[str, Decimal]:
+    totals: dict[str, Decimal] = defaultdict(Decimal)
+    for node in pool.nodes:
+        for res in resources:
+            if res in node.allocatable:
+                totals[res] += parse(node.allocatable[res], f"node {node.name} allocatable {res}")
+    return dict(totals)
+
+
+def cluster_queue(flavors: Sequence[tuple[str, dict[str, Decimal]]], resources: Sequence[str],
+                  cfg: KueueConfig) -> dict[str, Any]:
+    covered = [r for r in resources if any(r in quota for _, quota in flavors)]
+    if len(flavors) > MAX_FLAVORS:
+        raise TopologyError(f"{len(flavors)} node pools, but a ClusterQueue resource group holds at most "
+                            f"{MAX_FLAVORS} flavors; choose a coarser pool label (pools.label)")
+    spec: dict[str, Any] = {}
+    if cfg.cohort:
+        spec["cohortName"] = cfg.cohort
+    spec["namespaceSelector"] = {}
+    spec["resourceGroups"] = [{
+        "coveredResources": covered,
+        "flavors": [{"name": name, "resources": [
+            {"name": r, "nominalQuota": format_quantity(quota.get(r, Decimal(0)))} for r in covered]}
+            for name, quota in flavors],
+    }] if flavors and covered else []
+    return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _meta(cfg.cluster_queue), "spec": spec}
+
+
+def local_queues(cfg: KueueConfig) -> list[dict[str, Any]]:
+    return [{"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": _meta(q.name, ns),
+             "spec": {"clusterQueue": cfg.cluster_queue}}
+            for q in cfg.local_queues for ns in sorted(q.namespaces)]
+
+
+def generate(snapshot: Snapshot, nodes: Sequence[Node], cfg: Config) -> KueueObjects:
+    """All Kueue objects for the snapshot, in a fixed order; the same input gives the same output."""
+    topo = topology(snapshot.levels, cfg.kueue)
+    pools, problems = group_pools(snapshot, nodes, cfg.pools)
+    flavors = [flavor(p, topo["metadata"]["name"], cfg.pools.taint_keys) for p in pools]
+    quotas = [(f["metadata"]["name"], pool_quota(p, cfg.pools.resources)) for f, p in zip(flavors, pools)]
+    objects = [topo, *flavors, cluster_queue(quotas, cfg.pools.resources, cfg.kueue), *local_queues(cfg.kueue)]
+    return KueueObjects(objects, problems)

@@ -1,0 +1,27 @@
+"""Kubernetes resource quantities: parse any form, write the canonical short form, so sums stay exact."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+from kubernetes.utils import parse_quantity
+
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
+
+
+def parse(value: str, origin: str = "quantity") -> Decimal:
+    try:
+        return Decimal(parse_quantity(value))
+    except (ValueError, InvalidOperation, TypeError):
+        raise ValueError(f"{origin}: {value!r} is not a Kubernetes quantity") from None
+
+
+def format_quantity(amount: Decimal) -> str:
+    """Integers stay integers (with the largest exact binary suffix from Mi up), fractions become milli-units."""
+    if amount == amount.to_integral_value():
+        whole = int(amount)
+        for suffix, factor in _BINARY:
+            if whole and whole % factor == 0:
+                return f"{whole // factor}{suffix}"
+        return str(whole)
+    return f"{int((amount * 1000).to_integral_value())}m"

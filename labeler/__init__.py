@@ -1,0 +1,1 @@
+"""topolabel core: topology model, label planning and writing, CLI, operator."""

@@ -1,0 +1,73 @@
+"""Flags and steps that several subcommands share: config, cluster access, source, snapshot."""
+
+from __future__ import annotations
+
+import argparse
+from providers.base import SOURCES, load_source
+
+from ..config import Config, load_config
+from ..kube import connect, list_nodes
+from ..model import Snapshot
+from ..nodes import Node, load_nodes_file
+from ..output import FORMATS
+from ..pipeline import discover, read_snapshot, source_options
+
+
+def config_parent() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--config", metavar="FILE", help="topolabel.yaml; flags override it")
+    parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
+    return parser
+
+
+def cluster_parent() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("nodes (a file, or a live cluster as kubectl reaches it)")
+    group.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output; no cluster needed")
+    group.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    group.add_argument("--context", help="kubeconfig context")
+    return parser
+
+
+def source_parent() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--source", choices=sorted(SOURCES), help="where topology comes from")
+    for name in sorted(SOURCES):
+        load_source(name).add_arguments(parser)
+    return parser
+
+
+def snapshot_parent() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--snapshot", metavar="FILE",
+                        help="a snapshot from `topolabel discover -o json` (instead of running a source)")
+    return parser
+
+
+def config_of(args: argparse.Namespace) -> Config:
+    return load_config(args.config)
+
+
+def cluster_nodes(args: argparse.Namespace, required: bool = True) -> list[Node]:
+    """Nodes from --nodes or the cluster; none when not required and no cluster was named."""
+    if args.nodes:
+        return load_nodes_file(args.nodes)
+    if not required and not (args.kubeconfig or args.context):
+        return []
+    return list_nodes(connect(args.kubeconfig, args.context))
+
+
+def source_needs_nodes(args: argparse.Namespace, cfg: Config) -> bool:
+    """Sources that read the fabric (inventory, InfiniBand, LLDP files) can run without a cluster."""
+    if getattr(args, "snapshot", None):
+        return False
+    name = args.source or (cfg.source.type if cfg.source else None)
+    return bool(getattr(load_source(name), "NEEDS_NODES", True)) if name else True
+
+
+def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node]) -> Snapshot:
+    """The snapshot given with --snapshot, or a fresh discovery from the configured source."""
+    if getattr(args, "snapshot", None):
+        return read_snapshot(args.snapshot)
+    name, options = source_options(cfg, vars(args))
+    return discover(cfg, name, options, nodes, origin=args.config or f"--source {name}")

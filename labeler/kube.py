@@ -1,0 +1,99 @@
+"""The Kubernetes edge: connect as kubectl does, list Nodes, patch one Node with retries.
+
+Responses are read as raw JSON (`_preload_content=False`): listing 100,000 nodes through the typed models
+costs minutes, and topolabel only needs a few fields.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from .model import TopologyError
+from .nodes import Node, parse_nodes
+
+RETRYABLE = {409, 429, 500, 502, 503, 504}
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+    """An API client from a kubeconfig (flag, $KUBECONFIG, ~/.kube/config) or the in-cluster account."""
+    try:
+        if kubeconfig or context:
+            return config.new_client_from_config(config_file=kubeconfig, context=context)
+        try:
+            config.load_incluster_config()
+            return client.ApiClient()
+        except ConfigException:
+            return config.new_client_from_config()
+    except (ConfigException, OSError) as exc:
+        where = kubeconfig or "the default kubeconfig"
+        raise TopologyError(f"{where}: cannot connect to a cluster: {exc}") from None
+
+
+def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
+    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
+    core = client.CoreV1Api(api)
+    items: list[Any] = []
+    token = None
+    while True:
+        resp = call_with_retries(lambda: core.list_node(limit=page, _continue=token, _preload_content=False))
+        data = json.loads(resp.data)
+        items.extend(data.get("items") or [])
+        token = (data.get("metadata") or {}).get("continue")
+        if not token:
+            return parse_nodes(items, "cluster")
+
+
+def retry_delay(exc: ApiException, attempt: int) -> float:
+    """Retry-After when the server gives it, else capped exponential backoff with jitter."""
+    header = (exc.headers or {}).get("Retry-After") if exc.headers else None
+    try:
+        if header is not None:
+            return min(float(header), 60.0)
+    except ValueError:
+        pass
+    return min(0.2 * 2 ** attempt, 10.0) * (0.5 + random.random() / 2)
+
+
+@dataclass
+class CallStats:
+    retries: int = 0
+
+
+def call_with_retries(fn: Callable[[], Any], retries: int = 5, stats: CallStats | None = None,
+                      sleep: Callable[[float], None] = time.sleep) -> Any:
+    """Call `fn`, retrying on conflicts, throttling and server errors."""
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except ApiException as exc:
+            if exc.status not in RETRYABLE or attempt >= retries:
+                raise
+            if stats is not None:
+                stats.retries += 1
+            sleep(retry_delay(exc, attempt))
+            attempt += 1
+
+
+def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False) -> None:
+    """One JSON merge patch on one Node (labels and annotations only, never the whole object)."""
+    client.CoreV1Api(api).patch_node(name, body, dry_run="All" if dry_run else None,
+                                     _content_type=MERGE_PATCH, _preload_content=False)
+
+
+def api_error(exc: ApiException) -> str:
+    """A one-line reason from an API error, without echoing request bodies or credentials."""
+    try:
+        message = json.loads(exc.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return f"{exc.status} {exc.reason or ''}".strip() + (f": {message}" if message else "")

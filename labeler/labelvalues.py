@@ -1,0 +1,86 @@
+"""Kubernetes label keys and values: validation, readable sanitising, stable disambiguation."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import defaultdict
+from typing import Mapping
+
+MAX_VALUE = 63
+# TAS annotations carry the level key as a value, and annotation-borne keys are limited to 63 characters.
+MAX_TAS_KEY = 63
+HASH_LEN = 8
+
+_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_PREFIX_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
+_BAD_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+
+def short_hash(text: str) -> str:
+    """A short, stable hash: the same input gives the same suffix on every run and machine."""
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LEN]
+
+
+def is_valid_value(value: str) -> bool:
+    return len(value) <= MAX_VALUE and bool(_VALUE_RE.match(value))
+
+
+def key_problems(key: str) -> list[str]:
+    """Why `key` cannot be a node label key usable in TAS annotations (empty when it can)."""
+    problems = []
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix:
+        problems.append("has more than one '/'")
+    if prefix and (len(prefix) > 253 or not _PREFIX_RE.match(prefix)):
+        problems.append(f"prefix {prefix!r} is not a lower-case DNS subdomain")
+    if not name or len(name) > 63 or not _NAME_RE.match(name):
+        problems.append(f"name {name!r} must be 1-63 characters, alphanumeric at both ends, '-_.' inside")
+    if len(key) > MAX_TAS_KEY:
+        problems.append(f"is {len(key)} characters; TAS annotations accept at most {MAX_TAS_KEY}")
+    return problems
+
+
+def readable(raw: str) -> str:
+    """The closest valid label value to `raw`, before any shortening: invalid runs become '-'."""
+    value = _BAD_CHARS.sub("-", raw.strip())
+    value = re.sub(r"-{2,}", "-", value)
+    return _EDGE.sub("", value)
+
+
+def _with_hash(base: str, identity: str) -> str:
+    stem = _EDGE.sub("", base[: MAX_VALUE - HASH_LEN - 1])
+    suffix = short_hash(identity)
+    return f"{stem}-{suffix}" if stem else f"x-{suffix}"
+
+
+def to_value(raw: str) -> str:
+    """One raw name to a valid label value; hashed only when it is too long or has nothing readable."""
+    value = readable(raw)
+    if value and len(value) <= MAX_VALUE:
+        return value
+    return _with_hash(value, raw)
+
+
+def unique_values(names: Mapping[str, str]) -> dict[str, str]:
+    """Map identities to distinct valid values, given each identity's display name.
+
+    Identities whose values would collide all get a hash of their identity, so the result does not
+    depend on the order they arrive in.
+    """
+    by_value: dict[str, list[str]] = defaultdict(list)
+    for identity in sorted(names):
+        by_value[to_value(names[identity])].append(identity)
+    out: dict[str, str] = {}
+    for value, owners in by_value.items():
+        if len(owners) == 1:
+            out[owners[0]] = value
+        else:
+            for identity in owners:
+                out[identity] = _with_hash(readable(names[identity]), identity)
+    if len(set(out.values())) != len(out):
+        raise ValueError("label value collision after hashing; rename one of the domains")
+    return out

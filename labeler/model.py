@@ -1,0 +1,114 @@
+"""The topology model every source produces and every consumer reads.
+
+A snapshot is ordered levels (coarsest first), one value per level for each placed node, and the problems
+met on the way. Its dict form is the fixed snapshot format that `topolabel discover -o json` prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+
+class TopologyError(ValueError):
+    """Input that cannot form a valid topology; the message names the input and the problem."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of the hierarchy: a short name (`block`) and the node label key that carries it."""
+
+    name: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something a user should act on: a node that could not be placed, a degraded link, a notice."""
+
+    source: str
+    message: str
+    node: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"node": self.node} if self.node is not None else {}
+        out.update(source=self.source, message=self.message)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Problem":
+        return cls(source=str(data.get("source", "")), message=str(data.get("message", "")),
+                   node=data.get("node"))
+
+
+@dataclass
+class Snapshot:
+    """Placement of nodes in the hierarchy; `nodes[node][level.name]` is a valid label value."""
+
+    levels: tuple[Level, ...]
+    nodes: dict[str, dict[str, str]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "levels": [{"name": lv.name, "label": lv.label} for lv in self.levels],
+            "nodes": {name: dict(self.nodes[name]) for name in sorted(self.nodes)},
+            "problems": [p.to_dict() for p in self.problems],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str = "snapshot") -> "Snapshot":
+        """Read the snapshot format, with errors that name `origin` and the bad key."""
+        if not isinstance(data, Mapping):
+            raise TopologyError(f"{origin}: expected a mapping with levels, nodes, problems")
+        raw_levels = data.get("levels")
+        if not isinstance(raw_levels, list) or not raw_levels:
+            raise TopologyError(f"{origin}: 'levels' must be a non-empty list")
+        levels = []
+        for i, lv in enumerate(raw_levels):
+            if not isinstance(lv, Mapping) or not lv.get("name") or not lv.get("label"):
+                raise TopologyError(f"{origin}: levels[{i}] needs 'name' and 'label'")
+            levels.append(Level(str(lv["name"]), str(lv["label"])))
+        names = [lv.name for lv in levels]
+        raw_nodes = data.get("nodes") or {}
+        if not isinstance(raw_nodes, Mapping):
+            raise TopologyError(f"{origin}: 'nodes' must be a mapping of node name to level values")
+        nodes: dict[str, dict[str, str]] = {}
+        for node, values in raw_nodes.items():
+            if not isinstance(values, Mapping):
+                raise TopologyError(f"{origin}: nodes.{node} must be a mapping of level to value")
+            missing = [n for n in names if n not in values]
+            if missing:
+                raise TopologyError(f"{origin}: nodes.{node} has no value for level(s) {', '.join(missing)}")
+            nodes[str(node)] = {n: str(values[n]) for n in names}
+        problems = [Problem.from_dict(p) for p in data.get("problems") or [] if isinstance(p, Mapping)]
+        return cls(tuple(levels), nodes, problems)
+
+    def path(self, node: str) -> tuple[str, ...]:
+        """The node's values, coarsest first."""
+        values = self.nodes[node]
+        return tuple(values[lv.name] for lv in self.levels)
+
+    def labels_for(self, node: str) -> dict[str, str]:
+        """The node labels that place `node`: label key to value."""
+        values = self.nodes[node]
+        return {lv.label: values[lv.name] for lv in self.levels}
+
+
+def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """Errors for every domain with more than one parent; Kueue TAS needs a strict tree."""
+    levels = tuple(levels)
+    parents: list[dict[str, dict[str, str]]] = [{} for _ in levels]
+    for node in sorted(paths):
+        path = paths[node]
+        for depth in range(1, len(levels)):
+            seen = parents[depth].setdefault(path[depth], {})
+            seen.setdefault(path[depth - 1], node)
+    errors = []
+    for depth in range(1, len(levels)):
+        for value in sorted(parents[depth]):
+            owners = parents[depth][value]
+            if len(owners) > 1:
+                where = ", ".join(f"{levels[depth - 1].name} {p!r} (node {n})" for p, n in sorted(owners.items()))
+                errors.append(f"{levels[depth].name} {value!r} sits under more than one {levels[depth - 1].name}: {where}")
+    return errors

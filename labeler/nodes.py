@@ -1,0 +1,92 @@
+"""Kubernetes Node objects as the rest of topolabel sees them, read from a file or a live cluster."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import yaml
+
+from .model import TopologyError
+
+
+@dataclass(frozen=True)
+class Node:
+    """The parts of a Node that topology work needs."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    provider_id: str = ""
+    allocatable: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Mapping[str, str], ...] = ()
+    ready: bool = True
+    unschedulable: bool = False
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any], origin: str = "nodes") -> "Node":
+        """Build from a Node as the API serves it (camelCase JSON)."""
+        meta = obj.get("metadata") or {}
+        name = meta.get("name")
+        if not name:
+            raise TopologyError(f"{origin}: a Node without metadata.name")
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        conditions = status.get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) \
+            if conditions else True
+        return cls(
+            name=str(name),
+            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
+            annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+            provider_id=str(spec.get("providerID") or ""),
+            allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
+            taints=tuple(dict(t) for t in spec.get("taints") or []),
+            ready=ready,
+            unschedulable=bool(spec.get("unschedulable")),
+        )
+
+
+def parse_nodes(data: Any, origin: str) -> list[Node]:
+    """Nodes from a `kubectl get nodes -o yaml|json` document (a List), one Node, or a plain list."""
+    if isinstance(data, Mapping) and data.get("kind") == "Node":
+        items: Iterable[Any] = [data]
+    elif isinstance(data, Mapping) and isinstance(data.get("items"), list):
+        items = data["items"]
+    elif isinstance(data, list):
+        items = data
+    else:
+        raise TopologyError(f"{origin}: expected a NodeList (kubectl get nodes -o yaml) or a list of Nodes")
+    nodes = []
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise TopologyError(f"{origin}: item {i} is not an object")
+        if item.get("kind", "Node") != "Node":
+            raise TopologyError(f"{origin}: item {i} is a {item.get('kind')}, not a Node")
+        nodes.append(Node.from_object(item, origin))
+    names = [n.name for n in nodes]
+    dupes = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
+    if dupes:
+        raise TopologyError(f"{origin}: node(s) listed twice: {', '.join(dupes[:5])}")
+    return nodes
+
+
+def read_document(path: str | Path) -> Any:
+    """A YAML or JSON file (or '-' for stdin) as data, with errors that name the file."""
+    try:
+        text = sys.stdin.read() if str(path) == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        if text.lstrip().startswith(("{", "[")):
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise TopologyError(f"{path}: not valid YAML or JSON: {exc}") from None
+
+
+def load_nodes_file(path: str | Path) -> list[Node]:
+    return parse_nodes(read_document(path), str(path))

@@ -1,0 +1,39 @@
+"""The data flow shared by the CLI and the operator: source -> discovery -> snapshot -> plan / Kueue."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from providers.base import SourceContext, SourceError, load_source, snake
+
+from .config import Config
+from .model import Snapshot
+from .nodes import Node, read_document
+from .placement import level_keys, to_snapshot
+
+
+def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The source name and its options: the config's `source` section, overridden by flags given."""
+    options = {snake(k): v for k, v in (cfg.source.options() if cfg.source else {}).items()}
+    name = flags.get("source") or (cfg.source.type if cfg.source else None)
+    if not name:
+        raise SourceError("no source: give --source or a 'source' section in the config")
+    module = load_source(name)
+    if cfg.source and name != cfg.source.type:
+        options = {}  # the config's options belong to another source
+    for key in module.OPTIONS.model_fields:  # a source's flags are named as its options
+        if flags.get(key) is not None:
+            options[key] = flags[key]
+    return name, options
+
+
+def discover(cfg: Config, source: str, options: Mapping[str, Any], nodes: Sequence[Node],
+             origin: str = "source") -> Snapshot:
+    module = load_source(source)
+    found = module.discover(SourceContext(nodes=nodes, options=options, origin=origin))
+    levels = level_keys(found.level_names, cfg.key_prefix, cfg.label_overrides())
+    return to_snapshot(found, levels)
+
+
+def read_snapshot(path: str) -> Snapshot:
+    return Snapshot.from_dict(read_document(path), path)

@@ -1,0 +1,21 @@
+"""Shared test fixtures: paths to the project's examples and to the reference data in ../shared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture
+def example_nodes_file() -> Path:
+    return EXAMPLES / "nodes.yaml"
+
+
+@pytest.fixture
+def example_config_file() -> Path:
+    return EXAMPLES / "topolabel.yaml"
