@@ -1,0 +1,96 @@
+"""The labels source reads each cloud's and tool's topology labels into one hierarchy."""
+
+from __future__ import annotations
+
+import pytest
+
+from labeler.nodes import Node
+from labeler.placement import level_keys, to_snapshot
+from providers.base import SourceContext, SourceError
+from providers.labels import discover
+
+
+def run(nodes: list[Node], **options):
+    found = discover(SourceContext(nodes=nodes, options=options, origin="test"))
+    return found, to_snapshot(found, level_keys(found.level_names))
+
+
+def node(name: str, **labels: str) -> Node:
+    return Node(name=name, labels=labels)
+
+
+def test_gke_preset() -> None:
+    k = "cloud.google.com/gce-topology-"
+    nodes = [node("a", **{k + "block": "b1", k + "subblock": "s1", k + "host": "h1"}),
+             node("b", **{k + "block": "b1", k + "subblock": "s2", k + "host": "h2"})]
+    found, snap = run(nodes, preset="gke")
+    assert found.level_names == ("block", "subblock", "host")
+    assert snap.nodes["a"] == {"block": "b1", "subblock": "s1", "host": "h1"}
+    assert snap.levels[0].label == "topolabel.dev/block"
+
+
+def test_eks_preset_mixed_depth_pads_and_says_so() -> None:
+    k = "topology.k8s.aws/network-node-layer-"
+    nodes = [node("p5", **{k + "1": "nn-a", k + "2": "nn-b", k + "3": "nn-c"}),
+             node("p6", **{k + "1": "nn-a", k + "2": "nn-b", k + "3": "nn-d", k + "4": "nn-e"}),
+             node("cpu")]
+    found, snap = run(nodes, preset="eks")
+    assert found.level_names == ("layer-1", "layer-2", "layer-3", "layer-4")
+    assert snap.nodes["p5"]["layer-4"] == "nn-c"
+    assert snap.nodes["p6"]["layer-4"] == "nn-e"
+    messages = {(p.node, p.message.split(";")[0]) for p in snap.problems}
+    assert any(n is None and "fewer than 4 levels" in m for n, m in messages)
+    assert any(n == "cpu" for n, _ in messages)
+
+
+def test_eks_cluster_of_three_layer_types_has_three_levels() -> None:
+    k = "topology.k8s.aws/network-node-layer-"
+    found, _ = run([node("x", **{k + "1": "nn-a", k + "2": "nn-b", k + "3": "nn-c"})], preset="eks")
+    assert found.level_names == ("layer-1", "layer-2", "layer-3")
+
+
+def test_gap_in_the_middle_is_a_problem() -> None:
+    k = "topology.k8s.aws/network-node-layer-"
+    found, snap = run([node("ok", **{k + "1": "a", k + "2": "b", k + "3": "c"}),
+                       node("gap", **{k + "1": "a", k + "3": "c"})], preset="eks")
+    assert "gap" not in snap.nodes
+    assert any(p.node == "gap" and "missing topology.k8s.aws/network-node-layer-2" in p.message
+               for p in snap.problems)
+
+
+@pytest.mark.parametrize("preset, labels, expected", [
+    ("oci", {"oci.oraclecloud.com/host.network_block_id": "ocid1.block", "oci.oraclecloud.com/host.rack_id": "r9"},
+     {"block": "ocid1.block", "rack": "r9"}),
+    ("coreweave", {"backend.coreweave.cloud/fabric": "f1", "backend.coreweave.cloud/leafgroup": "lg3"},
+     {"fabric": "f1", "leafgroup": "lg3"}),
+    ("topograph", {"fabric.topograph.run/tier-0": "leaf1", "fabric.topograph.run/tier-1": "spine1"},
+     {"tier-1": "spine1", "tier-0": "leaf1"}),
+    ("topograph", {"network.topology.nvidia.com/spine": "s2", "network.topology.nvidia.com/block": "s1"},
+     {"spine": "s2", "block": "s1"}),
+])
+def test_other_presets(preset: str, labels: dict, expected: dict) -> None:
+    found, snap = run([node("n", **labels)], preset=preset)
+    assert found.level_names == tuple(expected)  # coarsest first
+    assert snap.nodes["n"] == expected
+
+
+def test_custom_keys_and_names() -> None:
+    found, snap = run([node("n", **{"dc.example/row": "row3", "dc.example/rack": "r3-12"})],
+                      keys=["dc.example/row", "dc.example/rack"])
+    assert found.level_names == ("row", "rack")
+    assert snap.nodes["n"] == {"row": "row3", "rack": "r3-12"}
+
+
+def test_nothing_to_read_is_an_error() -> None:
+    with pytest.raises(SourceError, match="no node carries any of the keys cloud.google.com/gce-topology-block"):
+        run([node("n")], preset="gke")
+
+
+@pytest.mark.parametrize("options, fragment", [
+    ({}, "either a preset"),
+    ({"preset": "azure"}, "unknown preset 'azure'"),
+    ({"preset": "gke", "typo": 1}, "typo: Extra inputs are not permitted"),
+])
+def test_bad_options_name_the_problem(options: dict, fragment: str) -> None:
+    with pytest.raises(SourceError, match=fragment):
+        run([node("n")], **options)
