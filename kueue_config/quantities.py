@@ -6,6 +6,8 @@ from decimal import Decimal, InvalidOperation
 
 from kubernetes.utils import parse_quantity
 
+from labeler.model import TopologyError
+
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
 
 
@@ -13,7 +15,7 @@ def parse(value: str, origin: str = "quantity") -> Decimal:
     try:
         return Decimal(parse_quantity(value))
     except (ValueError, InvalidOperation, TypeError):
-        raise ValueError(f"{origin}: {value!r} is not a Kubernetes quantity") from None
+        raise TopologyError(f"{origin}: {value!r} is not a Kubernetes quantity") from None
 
 
 def format_quantity(amount: Decimal) -> str:

@@ -84,8 +84,17 @@ def read_document(path: str | Path) -> Any:
         if text.lstrip().startswith(("{", "[")):
             return json.loads(text)
         return yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise TopologyError(f"{path}: not valid YAML or JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TopologyError(f"{path}: not valid JSON: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{path}: not valid YAML: {yaml_error(exc)}") from None
+
+
+def yaml_error(exc: yaml.YAMLError) -> str:
+    """A YAML parse error on one line: where, and what."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
 
 
 def load_nodes_file(path: str | Path) -> list[Node]:

@@ -17,18 +17,21 @@ from .plan import Plan
 FORMATS = ("table", "json", "yaml")
 
 
-def emit(data: Any, fmt: str, out: TextIO = sys.stdout) -> None:
+def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
+    out = out or sys.stdout
     if fmt == "json":
         out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
     else:
         out.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
 
 
-def console(out: TextIO = sys.stdout) -> Console:
+def console(out: TextIO | None = None) -> Console:
+    """A rich console on `out` (stdout when None, looked up now so redirection works)."""
+    out = out or sys.stdout
     return Console(file=out, width=max(100, Console(file=out).width), highlight=False)
 
 
-def problems_table(problems: Iterable[Problem], out: TextIO = sys.stdout, limit: int = 50) -> None:
+def problems_table(problems: Iterable[Problem], out: TextIO | None = None, limit: int = 50) -> None:
     problems = list(problems)
     if not problems:
         return
@@ -42,7 +45,7 @@ def problems_table(problems: Iterable[Problem], out: TextIO = sys.stdout, limit:
         console(out).print(f"... and {len(problems) - limit} more (use -o json for all)")
 
 
-def snapshot_table(snap: Snapshot, out: TextIO = sys.stdout) -> None:
+def snapshot_table(snap: Snapshot, out: TextIO | None = None) -> None:
     """Domains per level with their node counts, then the problems."""
     con = console(out)
     con.print(f"{len(snap.nodes)} node(s) placed in {len(snap.levels)} level(s): "
@@ -59,7 +62,7 @@ def snapshot_table(snap: Snapshot, out: TextIO = sys.stdout) -> None:
     problems_table(snap.problems, out)
 
 
-def plan_table(plan: Plan, out: TextIO = sys.stdout, limit: int = 50) -> None:
+def plan_table(plan: Plan, out: TextIO | None = None, limit: int = 50) -> None:
     con = console(out)
     con.print(f"{len(plan.changes)} node(s) to change ({plan.disruptive} rewriting or removing labels), "
               f"{plan.unchanged} unchanged")

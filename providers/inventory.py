@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from labeler.nodes import yaml_error
 from labeler.placement import Discovery
 
 from .base import Options, SourceContext, SourceError, parse_options
@@ -89,7 +90,7 @@ def read_inventory(path: str) -> Inventory:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise SourceError(f"{path}: not valid YAML: {exc}") from None
+        raise SourceError(f"{path}: not valid YAML: {yaml_error(exc)}") from None
     return _from_yaml(data, path)
 
 

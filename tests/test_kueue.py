@@ -1,0 +1,129 @@
+"""Kueue objects: right shape, quotas summed, names that change only with immutable fields."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hack.synth import B200, H100, gke_cluster
+from kueue_config.files import diff, read_dir, render, superseded, write_dir
+from kueue_config.objects import HOSTNAME, generate
+from kueue_config.quantities import format_quantity, parse
+from labeler.config import parse_config
+from labeler.model import Level, Snapshot, TopologyError
+from labeler.nodes import parse_nodes
+from labeler.placement import level_keys, to_snapshot
+from providers.base import SourceContext
+from providers.labels import discover
+
+CONFIG = {"pools": {"label": "cloud.google.com/gke-accelerator"},
+          "kueue": {"topologyName": "gke", "clusterQueue": "gpu",
+                    "localQueues": [{"name": "gpu", "namespaces": ["team-b", "team-a"]}]}}
+
+
+@pytest.fixture
+def cluster():
+    items, _ = gke_cluster(blocks=2, subblocks=2, hosts=4)  # block 0 is H100, block 1 is B200
+    nodes = parse_nodes(items, "test")
+    found = discover(SourceContext(nodes=nodes, options={"preset": "gke"}))
+    return to_snapshot(found, level_keys(found.level_names)), nodes
+
+
+def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def test_objects(cluster) -> None:
+    snap, nodes = cluster
+    objects = generate(snap, nodes, parse_config(CONFIG, "test")).objects
+    [topo] = by_kind(objects, "Topology")
+    assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [
+        "topolabel.dev/block", "topolabel.dev/subblock", "topolabel.dev/host", HOSTNAME]
+    assert topo["metadata"]["name"].startswith("gke-")
+    flavors = by_kind(objects, "ResourceFlavor")
+    assert sorted(f["spec"]["nodeLabels"]["cloud.google.com/gke-accelerator"] for f in flavors) == [
+        B200.accelerator, H100.accelerator]
+    for f in flavors:
+        assert f["spec"]["topologyName"] == topo["metadata"]["name"]
+        assert f["spec"]["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present",
+                                             "effect": "NoSchedule"}]
+    [cq] = by_kind(objects, "ClusterQueue")
+    [group] = cq["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu"]
+    quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
+    h100 = next(f["metadata"]["name"] for f in flavors if "h100" in f["metadata"]["name"])
+    assert quotas[h100] == {"cpu": str(8 * 207), "memory": f"{8 * 1850}Gi", "nvidia.com/gpu": "64"}
+    lqs = by_kind(objects, "LocalQueue")
+    assert [(q["metadata"]["namespace"], q["spec"]["clusterQueue"]) for q in lqs] == [("team-a", "gpu"), ("team-b", "gpu")]
+
+
+def test_output_is_byte_identical_and_check_catches_one_character(cluster, tmp_path: Path) -> None:
+    snap, nodes = cluster
+    cfg = parse_config(CONFIG, "test")
+    files = render(generate(snap, nodes, cfg).objects)
+    assert files == render(generate(snap, list(reversed(nodes)), cfg).objects)
+    write_dir(tmp_path, files, read_dir(tmp_path))
+    assert diff(read_dir(tmp_path), files) == ""
+    kustomization = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(f for f in files if f != "kustomization.yaml")
+    target = tmp_path / "clusterqueue-gpu.yaml"
+    target.write_text(target.read_text().replace("nominalQuota: '64'", "nominalQuota: '65'"))
+    changes = diff(read_dir(tmp_path), files)
+    assert "-        nominalQuota: '65'" in changes and "+        nominalQuota: '64'" in changes
+
+
+def test_level_change_renames_topology_and_flavors_and_reports_superseded(cluster, tmp_path: Path) -> None:
+    snap, nodes = cluster
+    cfg = parse_config(CONFIG, "test")
+    old = render(generate(snap, nodes, cfg).objects)
+    write_dir(tmp_path, old, {})
+    fewer = Snapshot(snap.levels[:2], {n: {k: v[k] for k in ("block", "subblock")} for n, v in snap.nodes.items()})
+    new = render(generate(fewer, nodes, cfg).objects)
+    gone = superseded(read_dir(tmp_path), new)
+    assert sorted(n.split("-")[0] for n in gone) == ["resourceflavor", "resourceflavor", "topology"]
+    assert "clusterqueue-gpu.yaml" in new and "clusterqueue-gpu.yaml" not in gone
+    write_dir(tmp_path, new, read_dir(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(new)
+    cq = yaml.safe_load(new["clusterqueue-gpu.yaml"])
+    new_flavors = {f["name"] for f in cq["spec"]["resourceGroups"][0]["flavors"]}
+    assert new_flavors == {yaml.safe_load(t)["metadata"]["name"] for n, t in new.items() if n.startswith("resourceflavor")}
+
+
+def test_foreign_files_in_the_directory_are_left_alone(cluster, tmp_path: Path) -> None:
+    snap, nodes = cluster
+    (tmp_path / "notes.yaml").write_text("kind: ConfigMap\nmetadata: {name: mine}\n")
+    files = render(generate(snap, nodes, parse_config(CONFIG, "test")).objects)
+    write_dir(tmp_path, files, read_dir(tmp_path))
+    assert (tmp_path / "notes.yaml").exists()
+
+
+def test_nodes_without_pool_label_are_reported(cluster) -> None:
+    snap, nodes = cluster
+    cfg = parse_config({"pools": {"label": "example.com/none", "fallbackLabels": []}}, "test")
+    result = generate(snap, nodes, cfg)
+    assert len(result.problems) == len(nodes)
+    assert by_kind(result.objects, "ClusterQueue")[0]["spec"]["resourceGroups"] == []
+
+
+def test_too_many_pools_is_a_clear_error() -> None:
+    snap = Snapshot((Level("block", "topolabel.dev/block"),), {f"n{i}": {"block": "b"} for i in range(17)})
+    items = [{"kind": "Node", "metadata": {"name": f"n{i}", "labels": {"nvidia.com/gpu.product": f"gpu-{i}"}},
+              "status": {"allocatable": {"nvidia.com/gpu": "8"}}} for i in range(17)]
+    with pytest.raises(TopologyError, match="17 node pools"):
+        generate(snap, parse_nodes(items, "t"), parse_config({}, "t"))
+
+
+@pytest.mark.parametrize("text, canonical", [("1536Mi", "1536Mi"), ("2Gi", "2Gi"), ("1.5", "1500m"),
+                                             ("100m", "100m"), ("8", "8"), ("1024Ki", "1Mi"), ("1k", "1000")])
+def test_quantities(text: str, canonical: str) -> None:
+    assert format_quantity(parse(text)) == canonical
+    assert parse(canonical) == parse(text)
+
+
+def test_bad_quantity_names_the_node() -> None:
+    with pytest.raises(ValueError, match="node n allocatable cpu: 'lots'"):
+        parse("lots", "node n allocatable cpu")
+    assert parse("0") == Decimal(0)
