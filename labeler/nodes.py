@@ -40,14 +40,23 @@ class Node:
             if conditions else True
         return cls(
             name=str(name),
-            labels={str(k): str(v) for k, v in (meta.get("labels") or {}).items()},
-            annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
+            labels=_strings(meta.get("labels")),
+            annotations=_strings(meta.get("annotations")),
             provider_id=str(spec.get("providerID") or ""),
-            allocatable={str(k): str(v) for k, v in (status.get("allocatable") or {}).items()},
+            allocatable=_strings(status.get("allocatable")),
             taints=tuple(dict(t) for t in spec.get("taints") or []),
             ready=ready,
             unschedulable=bool(spec.get("unschedulable")),
         )
+
+
+def _strings(mapping: Any) -> dict[str, str]:
+    """A string-to-string copy; YAML may have typed `gpu: 8` as an int, JSON from the API never does."""
+    if not mapping:
+        return {}
+    if all(type(v) is str for v in mapping.values()):
+        return dict(mapping)
+    return {str(k): str(v) for k, v in mapping.items()}
 
 
 def parse_nodes(data: Any, origin: str) -> list[Node]:
@@ -62,7 +71,7 @@ def parse_nodes(data: Any, origin: str) -> list[Node]:
         raise TopologyError(f"{origin}: expected a NodeList (kubectl get nodes -o yaml) or a list of Nodes")
     nodes = []
     for i, item in enumerate(items):
-        if not isinstance(item, Mapping):
+        if not isinstance(item, dict):
             raise TopologyError(f"{origin}: item {i} is not an object")
         if item.get("kind", "Node") != "Node":
             raise TopologyError(f"{origin}: item {i} is a {item.get('kind')}, not a Node")
