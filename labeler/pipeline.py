@@ -9,7 +9,7 @@ from providers.base import SourceContext, SourceError, load_source, snake
 from .config import Config
 from .model import Snapshot
 from .nodes import Node, read_document
-from .placement import level_keys, to_snapshot
+from .placement import Discovery, level_keys, to_snapshot
 
 
 def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -29,8 +29,16 @@ def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[str, dict[str
 
 def discover(cfg: Config, source: str, options: Mapping[str, Any], nodes: Sequence[Node],
              origin: str = "source") -> Snapshot:
-    module = load_source(source)
-    found = module.discover(SourceContext(nodes=nodes, options=options, origin=origin))
+    return place(cfg, run_source(source, options, nodes, origin))
+
+
+def run_source(source: str, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source") -> Discovery:
+    """The source's raw answer; the operator keeps it to merge per-node answers into the last good one."""
+    return load_source(source).discover(SourceContext(nodes=nodes, options=options, origin=origin))
+
+
+def place(cfg: Config, found: Discovery) -> Snapshot:
+    """Label keys from the config, then the validated snapshot of label values."""
     levels = level_keys(found.level_names, cfg.key_prefix, cfg.label_overrides())
     return to_snapshot(found, levels)
 
