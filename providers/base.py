@@ -16,6 +16,7 @@ from labeler.nodes import Node
 SOURCES: dict[str, str] = {
     "labels": "providers.labels",
     "inventory": "providers.inventory",
+    "aws": "providers.aws",
     "gcp": "providers.gcp",
 }
 
