@@ -36,6 +36,7 @@ from .base import Options, SourceContext, SourceError, parse_options
 
 NAME = "inventory"
 NEEDS_NODES = False  # without nodes, every exact name in the file is placed
+PER_NODE = True  # cheap to ask about a few nodes: the operator places joining nodes at once
 
 
 class InventoryOptions(Options):
