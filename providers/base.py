@@ -18,6 +18,7 @@ SOURCES: dict[str, str] = {
     "inventory": "providers.inventory",
     "aws": "providers.aws",
     "gcp": "providers.gcp",
+    "combined": "providers.combined",
     "lldp": "providers.lldp",
 }
 

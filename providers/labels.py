@@ -26,6 +26,9 @@ PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
             ("rack", "oci.oraclecloud.com/host.rack_id")),
     "coreweave": (("fabric", "backend.coreweave.cloud/fabric"),
                   ("leafgroup", "backend.coreweave.cloud/leafgroup")),
+    # The GPU Operator's NVLink domain (`<ClusterUUID>.<CliqueID>`), set only on multi-node NVLink systems
+    # (GB200/GB300 NVL72) once the fabric is up; usually combined with a network source.
+    "nvlink": (("nvlink", "nvidia.com/gpu.clique"),),
 }
 # Topograph: `fabric.topograph.run/tier-N` with tier 0 closest to the node, or its older keys.
 TOPOGRAPH_TIER = re.compile(r"^fabric\.topograph\.run/tier-(\d+)$")
@@ -44,7 +47,7 @@ class LabelsOptions(Options):
     @model_validator(mode="after")
     def _one_of(self) -> "LabelsOptions":
         if bool(self.preset) == bool(self.keys):
-            raise ValueError("give either a preset (gke, eks, oci, coreweave, topograph) or keys, not both")
+            raise ValueError("give either a preset (gke, eks, oci, coreweave, topograph, nvlink) or keys, not both")
         if self.preset and self.preset not in PRESETS and self.preset != "topograph":
             raise ValueError(f"unknown preset {self.preset!r}; known: {', '.join(sorted(PRESETS))}, topograph")
         if self.names is not None and (not self.keys or len(self.names) != len(self.keys)):
@@ -57,7 +60,7 @@ OPTIONS = LabelsOptions
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("labels source")
-    group.add_argument("--preset", help="label set a cloud or tool already writes: gke, eks, oci, coreweave, topograph")
+    group.add_argument("--preset", help="label set a cloud or tool already writes: gke, eks, oci, coreweave, topograph, nvlink")
     group.add_argument("--keys", type=lambda s: [k for k in s.split(",") if k],
                        help="comma-separated label keys, coarsest first (instead of --preset)")
 
