@@ -106,3 +106,21 @@ def test_config_errors(tmp_path: Path, change, fragment: str) -> None:
     with pytest.raises((SourceError, TopologyError), match=None) as err:
         run(cfg, nodes())
     assert fragment in str(err.value)
+
+
+def test_nvlink_cluster_gets_crd_valid_kueue_objects(tmp_path: Path) -> None:
+    from kueue_config.objects import generate
+    from tests.conftest import SHARED
+    from tests.crdschema import validate
+
+    snap = run(config(tmp_path), nodes())
+    cluster = [Node(n.name, labels={**n.labels, "nvidia.com/gpu.product": "NVIDIA-GB200" if n.name.startswith("gb")
+                                    else "NVIDIA-H100-80GB-HBM3"}, allocatable={"nvidia.com/gpu": "4"})
+               for n in nodes()]
+    objects = generate(snap, cluster, parse_config({}, "t")).objects
+    topo = objects[0]
+    assert [lv["nodeLabel"] for lv in topo["spec"]["levels"]] == [
+        "topolabel.dev/block", "topolabel.dev/leaf", "topolabel.dev/nvlink", "kubernetes.io/hostname"]
+    plural = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues"}
+    for obj in objects:
+        assert validate(obj, SHARED / "kueue-crds" / f"kueue.x-k8s.io_{plural[obj['kind']]}.yaml") == []
