@@ -20,6 +20,7 @@ SOURCES: dict[str, str] = {
     "gcp": "providers.gcp",
     "combined": "providers.combined",
     "lldp": "providers.lldp",
+    "infiniband": "providers.infiniband",
 }
 
 

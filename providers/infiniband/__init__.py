@@ -1,0 +1,103 @@
+"""InfiniBand source: `ibnetdiscover` output -> leaf groups and blocks of the fat tree, per node.
+
+Reads a saved `ibnetdiscover` output (`--ibnetdiscover FILE`, `-` for stdin) or runs the tool here
+(`--run`). Levels: `block > leafgroup` for a 3-level fat tree, `leafgroup` for a 2-level one. Runs without
+Kubernetes nodes (every host named in the fabric is placed); with nodes, each node without an HCA in the
+fabric is a problem. See docs/infiniband.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from pydantic import Field, field_validator, model_validator
+
+from labeler.nodes import read_document
+from labeler.model import TopologyError
+from labeler.placement import Discovery
+
+from ..base import Options, SourceContext, SourceError, parse_options
+
+NAME = "infiniband"
+NEEDS_NODES = False
+# Node annotation an agent fills from /sys/class/infiniband/*/node_guid: `mlx5_0=0x...,mlx5_1=0x...`.
+ANNOTATION = "topolabel.dev/ib-node-guids"
+
+
+class InfinibandOptions(Options):
+    ibnetdiscover: str | None = None
+    run_ibnetdiscover: bool = False  # flag --run (`run` is the subcommand's handler)
+    ib_ca: str | None = None
+    ib_timeout: float = Field(60.0, gt=0)
+    guid_map: str | None = None
+    node_name_map: str | None = None
+    hca_pattern: str | None = None
+    guid_annotation: str = ANNOTATION
+
+    @field_validator("hca_pattern")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_input(self) -> "InfinibandOptions":
+        if bool(self.ibnetdiscover) == bool(self.run_ibnetdiscover):
+            raise ValueError("give either --ibnetdiscover FILE (or - for stdin) or --run, not both")
+        return self
+
+
+OPTIONS = InfinibandOptions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("infiniband source")
+    group.add_argument("--ibnetdiscover", metavar="FILE", help="saved `ibnetdiscover` output (plain, -g or --full); - for stdin")
+    group.add_argument("--run", dest="run_ibnetdiscover", action="store_true", default=None, help="run ibnetdiscover on this host instead")
+    group.add_argument("--ib-ca", metavar="DEVICE", help="with --run: the HCA to discover from (ibnetdiscover -C)")
+    group.add_argument("--ib-timeout", type=float, metavar="SECONDS", help="with --run: give up after this long (default 60)")
+    group.add_argument("--guid-map", metavar="FILE", help="YAML/JSON: node -> HCA GUIDs ([mlx5_0=]0x...), for HCAs without a host in their description")
+    group.add_argument("--node-name-map", metavar="FILE", help="ibnetdiscover/OpenSM node-name-map: 0xGUID \"name\" per line")
+    group.add_argument("--hca-pattern", metavar="REGEX", help="use only HCAs whose device name matches, e.g. 'mlx5_[0-7]' (default: all)")
+
+
+def discover(ctx: SourceContext) -> Discovery:
+    opts = parse_options(InfinibandOptions, ctx)
+    from .command import run_ibnetdiscover  # networkx and the parser load only when the source runs
+    from .hosts import GuidMap, add_annotations, guid_map_from
+    from .parse import parse_ibnetdiscover, parse_node_name_map
+    from .place import Request, place
+
+    if opts.run_ibnetdiscover:
+        origin = "ibnetdiscover" + (f" -C {opts.ib_ca}" if opts.ib_ca else "")
+        text = run_ibnetdiscover(opts.ib_ca, opts.ib_timeout)
+    else:
+        origin = opts.ibnetdiscover or "-"
+        text = _read_text(origin)
+    names = parse_node_name_map(_read_text(opts.node_name_map), opts.node_name_map) if opts.node_name_map else None
+    guids = GuidMap()
+    if opts.guid_map:
+        try:
+            guids = guid_map_from(read_document(opts.guid_map), opts.guid_map)
+        except (ValueError, TopologyError) as exc:
+            raise SourceError(str(exc)) from None
+    add_annotations(guids, ctx.nodes, opts.guid_annotation)
+    graph = parse_ibnetdiscover(text, origin, names)
+    pattern = re.compile(opts.hca_pattern) if opts.hca_pattern else None
+    return place(graph, Request(ctx.nodes, guids, pattern, origin))
+
+
+def _read_text(path: str) -> str:
+    try:
+        return sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SourceError(f"{path}: not a text file") from None

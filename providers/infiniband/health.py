@@ -1,0 +1,80 @@
+"""Degraded fabric: links below the usual width or speed, and uplink ports most peers use but one lacks.
+
+Neither moves a host (placement uses which switches an HCA reaches, not how fast); both are reported so the
+cable or port gets fixed. "Usual" is the most common value among links of the same kind (HCA-leaf,
+leaf-spine, spine-core), and the uplink ports expected on a switch are those used by most switches of its
+tier in its block.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Mapping
+
+import networkx as nx
+
+from .parse import SPEEDS
+from .tiers import Tiers
+
+_PLURAL = {1: "leaves", 2: "spines"}
+
+
+def _rate(width: int | None, speed: str | None) -> str:
+    return f"{width or '?'}x{speed or '?'}"
+
+
+def slow_links(graph: nx.MultiGraph, tiers: Tiers, names: Mapping[int, str]) -> list[tuple[str, tuple[int, ...]]]:
+    """(message, HCA GUIDs on the link) for every link narrower or slower than usual for its kind."""
+    kinds: dict[tuple[int, int], list] = defaultdict(list)
+    for u, v, data in graph.edges(data=True):
+        a, b = sorted((u, v), key=tiers.rank)
+        if tiers.rank(b) > 0:
+            kinds[(tiers.rank(a), tiers.rank(b))].append((a, b, data))
+    found = []
+    for kind in sorted(kinds):
+        links = kinds[kind]
+        widths = Counter(d["width"] for *_, d in links if d["width"])
+        speeds = Counter(d["speed"] for *_, d in links if d["speed"])
+        if not widths or not speeds:
+            continue
+        width, speed = widths.most_common(1)[0][0], speeds.most_common(1)[0][0]
+        for a, b, data in links:
+            narrow = data["width"] is not None and data["width"] < width
+            slow = data["speed"] is not None and SPEEDS.index(data["speed"]) < SPEEDS.index(speed)
+            if narrow or slow:
+                ends = " - ".join(f"{tiers.name(g)} {names.get(g, f'0x{g:016x}')} port {data['ends'][g]}"
+                                  for g in (b, a))
+                message = (f"{ends}: runs {_rate(data['width'], data['speed'])}, expected {_rate(width, speed)} "
+                           f"like most {tiers.name(a)}-{tiers.name(b)} links")
+                found.append((message, tuple(g for g in (a, b) if tiers.rank(g) == 0)))
+    return found
+
+
+def missing_uplinks(graph: nx.MultiGraph, tiers: Tiers, block_of: Mapping[int, int],
+                    names: Mapping[int, str], block_names: Mapping[int, str]) -> list[str]:
+    """Uplink ports that more than half of a switch's peers (same tier, same block) have cabled and it has not.
+
+    Only uplinks are checked, so each missing cable is reported once, at its lower end.
+    """
+    groups: dict[tuple[int, int | None], list[int]] = defaultdict(list)
+    for switch in tiers.leaves | tiers.spines:
+        groups[(tiers.rank(switch), block_of.get(switch))].append(switch)
+    found = []
+    for (rank, block), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+        if len(members) < 3:
+            continue  # a majority of two says nothing
+        cabled = {s: _ports(graph, s) for s in members}
+        uplinks = {s: {port for port, peer in cabled[s].items() if tiers.rank(peer) > rank} for s in members}
+        usage = Counter(port for ports in uplinks.values() for port in ports)
+        expected = {port for port, count in usage.items() if count * 2 > len(members)}
+        where = f"block {block_names[block]}" if block in block_names else "the fabric"
+        for switch in sorted(members, key=lambda s: names.get(s, "")):
+            for port in sorted(expected - set(cabled[switch])):
+                found.append(f"{tiers.name(switch)} {names.get(switch, f'0x{switch:016x}')} port {port}: no link, "
+                             f"but {usage[port]} of {len(members)} {_PLURAL[rank]} in {where} have an uplink on "
+                             "this port (cable missing or down)")
+    return found
+
+
+def _ports(graph: nx.MultiGraph, switch: int) -> dict[int, int]:
+    return {data["ends"][switch]: peer for _, peer, data in graph.edges(switch, data=True)}

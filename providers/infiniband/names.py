@@ -1,0 +1,69 @@
+"""Readable names for switches and for groups of switches, as people read them on the rack.
+
+`MF0;A09-P1-IBLEAF-04-04:MQM9701/U1` -> `a09-p1-ibleaf-04-04`. A switch whose description says nothing
+(empty, a vendor default) or is shared with another switch is named by its GUID. A group of switches is
+named by its members' common pattern with the varying part as a range (`a09-p1-ibleaf-01..04-01`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Iterable, Mapping
+
+from labeler.labelvalues import readable, short_hash
+
+# Descriptions a switch ships with: they name the product, not the switch.
+_DEFAULT_SWITCH = re.compile(r"(?i)^$|mellanox technologies|nvidia technologies|^(quantum|switchx|switch-ib)\b")
+_SEPARATORS = re.compile(r"([-_.])")
+_DIGITS = re.compile(r"(\d+)")
+
+
+def switch_label(desc: str) -> str | None:
+    """The readable part of a switch description, lower-cased; None for a vendor default."""
+    text = desc.strip()
+    if _DEFAULT_SWITCH.search(text):
+        return None
+    text = text.rsplit(";", 1)[-1]  # `MF0;` management prefix
+    text = text.split(":", 1)[0]  # `:MQM9701/U1` model suffix
+    return readable(text).lower() or None
+
+
+def switch_names(descs: Mapping[int, str]) -> dict[int, str]:
+    """GUID -> readable unique name; GUID-based where the description is a default or not unique."""
+    labels = {guid: switch_label(desc) for guid, desc in descs.items()}
+    counts = Counter(label for label in labels.values() if label)
+    return {guid: label if label and counts[label] == 1 else f"sw-{guid:016x}" for guid, label in labels.items()}
+
+
+def natural_key(text: str) -> tuple:
+    """Sort `leaf-2` before `leaf-10`."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _DIGITS.split(text))
+
+
+def group_name(members: Iterable[str]) -> str:
+    """One readable name for a set of names: the shared pattern with ranges where they differ.
+
+    `a09-p1-ibleaf-01-01`, `...-02-01`, `...-04-01` -> `a09-p1-ibleaf-01..04-01`. Names of different shapes
+    give `<first>-and-<n-1>-more`. Two groups may get the same name; `unique_names` tells them apart.
+    """
+    names = sorted(set(members), key=natural_key)
+    if len(names) == 1:
+        return names[0]
+    split = [_SEPARATORS.split(name) for name in names]
+    if len({len(parts) for parts in split}) != 1 or any(
+            parts[i] != split[0][i] for parts in split for i in range(1, len(parts), 2)):
+        return f"{names[0]}-and-{len(names) - 1}-more"
+    out = []
+    for i, first in enumerate(split[0]):
+        values = sorted({parts[i] for parts in split}, key=natural_key)
+        out.append(first if len(values) == 1 else f"{values[0]}..{values[-1]}")
+    return "".join(out)
+
+
+def unique_names(groups: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """Group identity -> name from its members; names two groups share get a hash of the identity."""
+    names = {identity: group_name(members) for identity, members in groups.items()}
+    counts = Counter(names.values())
+    return {identity: name if counts[name] == 1 else f"{name}-{short_hash(identity)}"
+            for identity, name in names.items()}

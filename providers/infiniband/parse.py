@@ -1,0 +1,161 @@
+"""`ibnetdiscover` text (default, `-g`, `--full`, `--node-name-map`-renamed) into a fabric graph.
+
+The graph is an undirected `networkx.MultiGraph` keyed by node GUID (an int: the `S-`/`H-` ids are zero-padded
+hex, `switchguid=` and the parenthesised GUIDs are not, so text never compares GUIDs). Node attributes:
+`kind` (switch, ca, router), `desc` (description), `nports`, and for CAs `port_guids` {port: GUID}. Each
+cable is one edge with `ends` {GUID: port}, `width` (int lanes or None) and `speed` ("HDR", ... or None).
+Only connected ports appear in `ibnetdiscover` output, so only cabled, active links become edges.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+import networkx as nx
+
+from providers.base import SourceError
+
+KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
+ID_KINDS = {"S": "switch", "H": "ca", "R": "router"}
+# Slowest first: a link is degraded when its speed ranks below the fabric's usual one.
+SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
+
+_HEADER = re.compile(
+    r'^(?P<type>Switch|Ca|Rt)\s+(?P<nports>\d+)\s+"(?P<kind>[SHR])-(?P<guid>[0-9a-fA-F]+)"'
+    r'(?:\s*#\s*"(?P<desc>.*)"(?:\s+(?:enhanced|base)\s+port\b.*|\s*\(scp\))?)?\s*$')
+# Switch ports end `# "remote desc" lid L 4xHDR`; CA ports start with their own port GUID and end
+# `# lid L lmc M "remote desc" lid RL 4xHDR`. `-g` adds `[ext N]`, `--full` appends `s= w= v=`.
+_PORT = re.compile(
+    r'^\[(?P<port>\d+)\](?:\[ext \d+\])?(?:\((?P<pguid>[0-9a-fA-F]+)\))?\s*'
+    r'"(?P<rkind>[SHR])-(?P<rguid>[0-9a-fA-F]+)"\[(?P<rport>\d+)\](?:\[ext \d+\])?\s*'
+    r'(?:\((?P<rpguid>[0-9a-fA-F]+)\))?\s*#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?"(?P<rdesc>.*)"'
+    r'\s+lid\s+\d+\s+(?P<rate>\S+)')
+_RATE = re.compile(r"^(\d+)x([A-Z0-9]+)$")
+_NAME_MAP_LINE = re.compile(r'^(?P<guid>\S+)\s+(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"#\s][^#]*?))\s*(?:#.*)?$')
+
+
+def parse_guid(text: str) -> int:
+    """A GUID as an int from `0x0002c903...`, `0002c903...` or `/sys`'s `0002:c903:00a1:b2c3`."""
+    digits = text.strip().lower().removeprefix("0x").replace(":", "")
+    if not digits or len(digits) > 16 or not re.fullmatch(r"[0-9a-f]+", digits):
+        raise ValueError(f"{text!r} is not a GUID")
+    return int(digits, 16)
+
+
+def parse_rate(token: str) -> tuple[int | None, str | None]:
+    """`4xNDR` -> (4, "NDR"); `??` / `???` parts (unknown to ibnetdiscover) -> None."""
+    match = _RATE.match(token)
+    if not match:
+        return None, None
+    speed = match.group(2)
+    return int(match.group(1)), speed if speed in SPEEDS else None
+
+
+def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = None) -> nx.MultiGraph:
+    """The fabric graph from `ibnetdiscover` output; `names` (a node-name-map) renames nodes by GUID.
+
+    Bad port or node lines are a `SourceError` naming `origin` and the line number; other lines
+    (vendid=, Chassis headers, comments, ibwarn noise) carry nothing the topology needs.
+    """
+    graph = nx.MultiGraph()
+    peer_desc: dict[int, str] = {}
+    linked: dict[tuple[int, int], tuple[int, int]] = {}
+    current: int | None = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("["):
+            if current is None:
+                raise SourceError(f"{origin}:{lineno}: port line before any Switch or Ca line")
+            _add_port(graph, current, line, f"{origin}:{lineno}", linked, peer_desc)
+        elif line.startswith(tuple(KINDS)):
+            current = _add_node(graph, line, f"{origin}:{lineno}")
+    if not graph:
+        raise SourceError(f"{origin}: no Switch or Ca records; expected `ibnetdiscover` topology output "
+                          "(plain, -g or --full)")
+    _settle_descriptions(graph, peer_desc, names or {})
+    return graph
+
+
+def _add_node(graph: nx.MultiGraph, line: str, where: str) -> int:
+    match = _HEADER.match(line.rstrip())
+    if not match:
+        raise SourceError(f"{where}: cannot read node line {line.strip()[:100]!r}")
+    guid = int(match["guid"], 16)
+    kind = KINDS[match["type"]]
+    if guid in graph and graph.nodes[guid].get("nports") is not None:
+        raise SourceError(f"{where}: node {match['kind']}-{match['guid']} is listed twice")
+    _ensure(graph, guid, kind, where)
+    graph.nodes[guid].update(nports=int(match["nports"]), desc=(match["desc"] or "").strip())
+    return guid
+
+
+def _ensure(graph: nx.MultiGraph, guid: int, kind: str, where: str) -> None:
+    if guid not in graph:
+        graph.add_node(guid, kind=kind, desc="", nports=None, port_guids={})
+    elif graph.nodes[guid]["kind"] != kind:
+        raise SourceError(f"{where}: GUID {guid:#x} is both a {graph.nodes[guid]['kind']} and a {kind}")
+
+
+def _add_port(graph: nx.MultiGraph, node: int, line: str, where: str,
+              linked: dict[tuple[int, int], tuple[int, int]], peer_desc: dict[int, str]) -> None:
+    match = _PORT.match(line)
+    if not match:
+        raise SourceError(f"{where}: cannot read port line {line.strip()[:100]!r}")
+    port, rport = int(match["port"]), int(match["rport"])
+    remote = int(match["rguid"], 16)
+    _ensure(graph, remote, ID_KINDS[match["rkind"]], where)
+    if match["pguid"]:
+        graph.nodes[node]["port_guids"][port] = int(match["pguid"], 16)
+    if match["rpguid"]:
+        graph.nodes[remote]["port_guids"][rport] = int(match["rpguid"], 16)
+    peer_desc.setdefault(remote, match["rdesc"].strip())
+    here, there = (node, port), (remote, rport)
+    if here in linked:
+        if linked[here] != there:
+            raise SourceError(f"{where}: port {port} of {node:#x} is listed as cabled to both "
+                              f"{linked[here][0]:#x}[{linked[here][1]}] and {remote:#x}[{rport}]")
+        return  # the other end already described this cable
+    width, speed = parse_rate(match["rate"])
+    linked[here], linked[there] = there, here
+    graph.add_edge(node, remote, ends={node: port, remote: rport}, width=width, speed=speed)
+
+
+def _settle_descriptions(graph: nx.MultiGraph, peer_desc: dict[int, str], names: dict[int, str]) -> None:
+    """One description per node: a node-name-map entry, else what its peers print, else its own header.
+
+    `ibnetdiscover --node-name-map` renames switch headers and every remote name on port lines, but prints
+    a CA's own header with its raw description; the peers' view is therefore the renamed one.
+    """
+    for guid, data in graph.nodes(data=True):
+        if guid in names:
+            data["desc"] = names[guid]
+        elif data["kind"] == "switch":
+            data["desc"] = data["desc"] or peer_desc.get(guid, "")
+        else:
+            data["desc"] = peer_desc.get(guid) or data["desc"]
+
+
+def parse_node_name_map(text: str, origin: str) -> dict[int, str]:
+    """An ibnetdiscover/OpenSM node-name-map: `0x<GUID> "name"` per line, `#` comments."""
+    names: dict[int, str] = {}
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _NAME_MAP_LINE.match(line)
+        if not match:
+            raise SourceError(f"{origin}:{lineno}: expected '0x<GUID> \"name\"', got {line[:80]!r}")
+        try:
+            guid = parse_guid(match["guid"])
+        except ValueError as exc:
+            raise SourceError(f"{origin}:{lineno}: {exc}") from None
+        names[guid] = (match["quoted"] if match["quoted"] is not None else match["bare"]).strip()
+    return names
+
+
+def switches(graph: nx.MultiGraph) -> list[int]:
+    return sorted(g for g, kind in graph.nodes(data="kind") if kind == "switch")
+
+
+def cas(graph: nx.MultiGraph) -> Iterable[int]:
+    return sorted(g for g, kind in graph.nodes(data="kind") if kind == "ca")

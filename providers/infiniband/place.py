@@ -1,0 +1,181 @@
+"""From a fabric graph and who owns which HCA to a Discovery: levels, each node's path, and problems.
+
+Pure: the graph, the nodes and the GUID map in; the Discovery out. The structure (tiers, leaf groups,
+blocks) is inferred from every host in the fabric, requested or not, so a leaf whose hosts were not asked
+for stays a leaf; only then are the requested nodes read off.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Sequence
+
+import networkx as nx
+
+from labeler.nodes import Node
+from labeler.placement import Discovery
+from providers.base import SourceError
+
+from .health import missing_uplinks, slow_links
+from . import ANNOTATION
+from .hosts import GuidMap, Hca, assign_owners, host_hcas, name_resolver
+from .names import natural_key, switch_names, unique_names
+from .tiers import LeafGroups, Tiers, blocks, classify, leaf_groups
+
+NAME = "infiniband"
+MAP_HINT = f"map its GUID with --guid-map, --node-name-map or the {ANNOTATION} node annotation"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to place: Kubernetes nodes (empty: every host in the fabric), GUIDs, and which HCAs count."""
+
+    nodes: Sequence[Node] = ()
+    guids: GuidMap | None = None
+    pattern: re.Pattern | None = None
+    origin: str = "ibnetdiscover"
+
+
+def place(graph: nx.MultiGraph, request: Request) -> Discovery:
+    hcas, aggregation = host_hcas(graph)
+    if not any(kind == "switch" for _, kind in graph.nodes(data="kind")):
+        raise SourceError(_no_switches(request.origin, hcas))
+    guids = request.guids or GuidMap()
+    notices = assign_owners(hcas, guids, name_resolver(request.nodes))
+    tiers = classify(graph, (link[0] for h in hcas for link in h.links))
+    names = switch_names({g: d for g, d in graph.nodes(data="desc") if graph.nodes[g]["kind"] == "switch"})
+    selected = [h for h in hcas if h.host and _wanted(h, request.pattern)]
+    host_links: dict[str, Counter] = defaultdict(Counter)
+    for hca in selected:
+        host_links[hca.host].update(link[0] for link in hca.links)
+    groups = leaf_groups(host_links)
+    block_of = blocks(graph, tiers, groups)
+    leaf_blocks = {block_of[leaf] for leaf in tiers.leaves}
+    three_level = bool(tiers.cores) and len(leaf_blocks) > 1
+    group_names = unique_names({str(g): [names[leaf] for leaf in m] for g, m in groups.members.items()})
+    block_names = _block_names(block_of, tiers, names) if three_level else {}
+
+    found = Discovery(NAME, ("block", "leafgroup") if three_level else ("leafgroup",))
+    found.problem(_shape(tiers, leaf_blocks, three_level, host_links, groups, selected, aggregation))
+    for message in notices:
+        found.problem(message)
+    for node, message in guids.errors:
+        found.problem(message, node)
+    _report_unknown(found, hcas, names)
+    _report_groups(found, groups, names, group_names)
+    paths = {}
+    for host, group in groups.host_group.items():
+        leaf = min(groups.members[group])
+        path = (group_names[str(group)],)
+        paths[host] = (block_names[block_of[leaf]], *path) if three_level else path
+    _read_off(found, paths, hcas, request)
+    for message, hca_guids in slow_links(graph, tiers, names):
+        owner = next((h.host for h in hcas if h.guid in hca_guids and h.host in found.paths), None)
+        found.problem(message, owner)
+    for message in missing_uplinks(graph, tiers, block_of, names, block_names):
+        found.problem(message)
+    return found
+
+
+def _wanted(hca: Hca, pattern: re.Pattern | None) -> bool:
+    """An HCA counts when it matches the pattern; one whose device name is unknown counts too."""
+    return pattern is None or hca.device is None or bool(pattern.search(hca.device))
+
+
+def _no_switches(origin: str, hcas: Sequence[Hca]) -> str:
+    seen = ", ".join(f"{h.desc!r} (0x{h.guid:016x})" for h in hcas[:3]) or "nothing"
+    return (f"{origin}: no switch in the fabric; the discovery saw only {seen}, so it yields no topology. "
+            "The HCA it ran from is not cabled to a switch, its port is down, or no subnet manager brought "
+            "it up: run ibnetdiscover from a host whose port is Active (ibstat), or pick another HCA with -C")
+
+
+def _block_names(block_of: dict[int, int], tiers: Tiers, names: dict[int, str]) -> dict[int, str]:
+    """A block is named after its spines (or its leaves when it has no spine)."""
+    spines: dict[int, list[str]] = defaultdict(list)
+    leaves: dict[int, list[str]] = defaultdict(list)
+    for switch, block in block_of.items():
+        (spines if switch in tiers.spines else leaves)[block].append(names[switch])
+    named = unique_names({str(b): spines.get(b) or leaves[b] for b in set(block_of.values())})
+    return {int(b): name for b, name in named.items()}
+
+
+def _shape(tiers: Tiers, leaf_blocks: set[int], three_level: bool, host_links: dict[str, Counter],
+           groups: LeafGroups, selected: Sequence[Hca], aggregation: int) -> str:
+    counts = f"{len(tiers.leaves)} leaves, {len(tiers.spines)} spines"
+    if three_level:
+        shape = f"3-level fat tree ({counts}, {len(tiers.cores)} cores; {len(leaf_blocks)} blocks): levels block > leafgroup"
+    elif tiers.cores:
+        shape = (f"switches above the spines but every leaf in one block ({counts}, {len(tiers.cores)} more): "
+                 "treated as 2-level, one level leafgroup")
+    else:
+        shape = f"2-level fat tree ({counts}): one level leafgroup"
+    widths = Counter(len(links) for links in host_links.values())
+    if widths and widths.most_common(1)[0][0] > 1:
+        leaves_per_host = widths.most_common(1)[0][0]
+        shape += (f"; rail-optimised: most hosts attach to {leaves_per_host} leaves, and hosts on the same "
+                  f"leaves form one leafgroup (scalable unit)")
+    devices = sorted({h.device for h in selected if h.device}, key=natural_key)
+    shape += f"; {len(groups.host_group)} hosts in {len(groups.members)} leafgroups"
+    if devices:
+        more = f" and {len(devices) - 16} more" if len(devices) > 16 else ""
+        shape += f"; HCAs used: {', '.join(devices[:16])}{more}"
+    if aggregation:
+        shape += f"; {aggregation} SHARP aggregation nodes ignored"
+    return "fabric shape: " + shape
+
+
+def _leaf(hca: Hca, names: dict[int, str]) -> str:
+    return ", ".join(f"leaf {names[s]} port {p}" for s, p, _ in hca.links) or "no switch link"
+
+
+def _report_unknown(found: Discovery, hcas: Sequence[Hca], names: dict[int, str]) -> None:
+    for hca in hcas:
+        if hca.host is None:
+            found.problem(f"{hca.label} on {_leaf(hca, names)}: host unknown ({hca.unknown}); {MAP_HINT}")
+
+
+def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], group_names: dict[str, str]) -> None:
+    for group, count in sorted(groups.merged.items()):
+        found.problem(f"leafgroup {group_names[str(group)]} joins {count} different leaf sets that share leaves "
+                      "(HCAs on another network, e.g. storage, in the same fabric?); select the compute HCAs "
+                      "with --hca-pattern")
+    for host, per_group in sorted(groups.split.items()):
+        chosen = groups.host_group[host]
+        others = ", ".join(f"{group_names[str(g)]} ({n})" for g, n in sorted(per_group.items()) if g != chosen)
+        found.problem(f"HCAs span leafgroups: placed in {group_names[str(chosen)]} ({per_group[chosen]} links), "
+                      f"also cabled to {others} (miscabled?)", host)
+    for host, leaves in sorted(groups.missing.items()):
+        missing = ", ".join(sorted(names[leaf] for leaf in leaves))
+        found.problem(f"no link to leaf {missing} of its leafgroup {group_names[str(groups.host_group[host])]} "
+                      "(cable missing, HCA or port down, or HCA not mapped); placed by its other links", host)
+
+
+def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequence[Hca], request: Request) -> None:
+    """The requested nodes' paths; nodes without a placed HCA and fabric hosts outside the cluster are problems."""
+    if not request.nodes:
+        found.paths.update(paths)
+        return
+    owned: dict[str, list[Hca]] = defaultdict(list)
+    for hca in hcas:
+        if hca.host:
+            owned[hca.host].append(hca)
+    guids = request.guids or GuidMap()
+    for node in request.nodes:
+        if node.name in paths:
+            found.paths[node.name] = paths[node.name]
+        elif owned.get(node.name):
+            devices = ", ".join(sorted(h.device or f"0x{h.guid:016x}" for h in owned[node.name]))
+            found.problem(f"none of its HCAs ({devices}) match --hca-pattern {request.pattern.pattern!r}"
+                          if request.pattern else f"its HCAs ({devices}) reach no leaf switch", node.name)
+        else:
+            mapped = len(guids.by_node.get(node.name, ()))
+            hint = (f"none of its {mapped} mapped GUID(s) is in the fabric" if mapped
+                    else f"no HCA description names it and no GUID is mapped to it; {MAP_HINT}")
+            found.problem(f"no HCA in the InfiniBand fabric {request.origin}: {hint}", node.name)
+    names = {n.name for n in request.nodes}
+    outside = sorted(set(paths) - names)
+    if outside:
+        found.problem(f"{len(outside)} host(s) in the fabric are not Kubernetes nodes (storage, management or "
+                      f"not yet joined), e.g. {', '.join(outside[:5])}")
