@@ -21,6 +21,9 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
+
+import pytest
 
 MGMT_SWITCH = "oob-sw"
 HOST_MGMT_PORT = "eno1"
@@ -272,6 +275,16 @@ class Lab:
         for ns in self.namespaces:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def build_lab(request: pytest.FixtureRequest) -> Callable[[Wiring], Lab]:
+    """Start a lab; it is stopped (daemons by PID, namespaces by name) however the test ends."""
+    def build(wiring: Wiring) -> Lab:
+        lab = Lab(wiring)
+        request.addfinalizer(lab.stop)
+        return lab.start()
+    return build
 
 
 def _ip(*args: str) -> None:

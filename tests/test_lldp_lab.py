@@ -4,25 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import yaml
 
 from labeler.cli import main
-from tests.lldplab import Lab, Wiring, fixed_wiring, lab_available, mismatches, random_wiring
+from tests.lldplab import Lab, build_lab, fixed_wiring, lab_available, mismatches, random_wiring  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(lab_available() is not None, reason=str(lab_available()))]
-
-
-@pytest.fixture
-def build_lab(request: pytest.FixtureRequest) -> Callable[[Wiring], Lab]:
-    """Start a lab; it is stopped (daemons by PID, namespaces by name) however the test ends."""
-    def build(wiring: Wiring) -> Lab:
-        lab = Lab(wiring)
-        request.addfinalizer(lab.stop)
-        return lab.start()
-    return build
 
 
 def discover(capsys: pytest.CaptureFixture, *args: str) -> dict:
