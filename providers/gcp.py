@@ -336,7 +336,7 @@ def list_call(client: Any, call: ListCall) -> tuple[list[tuple[InstanceRef, Inst
     except gexc.RetryError as exc:
         raise SourceError(f"gcp: listing instances in {call.scope} kept failing: {exc.cause or exc}") from None
     except GoogleAuthError as exc:
-        raise SourceError(f"gcp: cannot get an access token: {exc}") from None
+        raise SourceError(f"gcp: the Compute API wants credentials and none could be had: {exc}") from None
     except RequestException as exc:
         cause = getattr(exc.args[0], "reason", None) if exc.args else None  # urllib3's, without the long URL
         raise SourceError(f"gcp: cannot reach the Compute API at {client.api_endpoint}: {cause or exc}") from None

@@ -63,9 +63,12 @@ class ComputeServer:
 
     `page_cap` makes pages shorter than maxResults (to exercise paging with little data);
     `forbidden` projects answer 403; `fail` is a queue of HTTP statuses to answer before serving
-    (throttling, server errors). A zone or project not in `zones` answers 404. With `token` set, lists
-    need `Authorization: Bearer <token>` (else 401), and `POST /token` hands it out as an OAuth token
-    endpoint would, so credentials from an ADC file can be tested end to end.
+    (throttling, server errors). A zone or project not in `zones` answers 404.
+
+    With `token` set, lists need `Authorization: Bearer <token>` (else 401), and the server also plays
+    the GCE metadata server (`/computeMetadata/v1/...`) that Application Default Credentials use on a
+    VM: it names `metadata_project` and hands out `issue` as the default service account's token
+    (default: `token`; empty: refuse with a 403, as for a VM without a service account).
     """
 
     instances: list[dict[str, Any]] = field(default_factory=list)
@@ -74,6 +77,8 @@ class ComputeServer:
     forbidden: set[str] = field(default_factory=set)
     fail: list[int] = field(default_factory=list)
     token: str | None = None
+    issue: str | None = None
+    metadata_project: str = "proj-metadata"
     calls: list[Call] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -196,26 +201,45 @@ def _error(code: int, message: str, reason: str) -> tuple[int, dict[str, Any]]:
                             "errors": [{"message": message, "domain": "global", "reason": reason}]}}
 
 
+def _metadata(server: ComputeServer, path: str, flavor: str | None) -> tuple[int, Any]:
+    """The few metadata-server paths google-auth reads for a VM's default service account."""
+    if flavor != "Google":
+        return 403, "Missing Metadata-Flavor:Google header."
+    account = re.fullmatch(r"/computeMetadata/v1/instance/service-accounts/([^/]+)/(token)?", path)
+    issue = server.token if server.issue is None else server.issue
+    if path == "/":
+        return 200, "ok"
+    if path == "/computeMetadata/v1/project/project-id":
+        return 200, server.metadata_project
+    if account and not account.group(2):
+        return 200, {"email": "topolabel@example.iam.gserviceaccount.com", "aliases": ["default"],
+                     "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+    if account and issue:
+        return 200, {"access_token": issue, "expires_in": 3600, "token_type": "Bearer"}
+    if account:
+        return 403, "The VM has no service account with the requested scopes."
+    return 404, "Not Found"
+
+
 def _handler(server: ComputeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             parts = urlsplit(self.path)
-            self._send(*server.respond(parts.path, parts.query, self.headers.get("Authorization")))
-
-        def do_POST(self) -> None:  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            if self.path == "/token" and server.token:
-                self._send(200, {"access_token": server.token, "expires_in": 3600, "token_type": "Bearer"})
+            if parts.path == "/" or parts.path.startswith("/computeMetadata/"):
+                self._send(*_metadata(server, parts.path, self.headers.get("Metadata-Flavor")), metadata=True)
             else:
-                self._send(*_error(404, f"no such method: POST {self.path}", "notFound"))
+                self._send(*server.respond(parts.path, parts.query, self.headers.get("Authorization")))
 
-        def _send(self, status: int, body: dict[str, Any]) -> None:
-            data = json.dumps(body).encode()
+        def _send(self, status: int, body: Any, metadata: bool = False) -> None:
+            text = isinstance(body, str)
+            data = (body if text else json.dumps(body)).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
+            self.send_header("Content-Type", "text/plain" if text else "application/json; charset=UTF-8")
             self.send_header("Content-Length", str(len(data)))
+            if metadata:
+                self.send_header("Metadata-Flavor", "Google")
             self.end_headers()
             self.wfile.write(data)
 
