@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from labeler.nodes import Node
 
-from .capacity import (PODS, Resources, affinity_matches, count_in, pod_requests, taint_string,
+from .capacity import (PODS, Resources, affinity_matches, count_in, pod_requests, resource_list, taint_string,
                        untolerated_taint)
 from .objects import HOSTNAME
 from .tas_objects import Flavor
@@ -96,12 +96,14 @@ class Domain:
 class Leaf(Domain):
     """A lowest-level domain: one node when the lowest level is the hostname, else all nodes sharing it."""
 
-    __slots__ = ("id", "free", "node")
+    __slots__ = ("id", "free", "total", "node_count", "node")
 
     def __init__(self, values: tuple[str, ...], parent: Domain | None, leaf_id: str) -> None:
         super().__init__(values, parent)
         self.id = leaf_id
         self.free: Resources = {}
+        self.total: Resources = {}
+        self.node_count = 0
         self.node: Node | None = None
 
 
@@ -147,8 +149,11 @@ class TASTree:
             self.levels[-1][values] = leaf
         if self.hostname_lowest and leaf.node is None:
             leaf.node = node
+        leaf.node_count += 1
         for key, value in free.items():
             leaf.free[key] = leaf.free.get(key, 0) + value
+        for key, value in resource_list(node.allocatable).items():
+            leaf.total[key] = leaf.total.get(key, 0) + value
 
     def _parent(self, values: tuple[str, ...]) -> Domain | None:
         if not values:
@@ -210,11 +215,18 @@ class NoFit(Exception):
 
 @dataclass
 class Placement:
-    """Where a PodSet (or a leader-worker group) lands: domains at the placement level and pods per leaf."""
+    """Where a PodSet (or a leader-worker group) lands: the level it fit at and pods per leaf, per PodSet."""
 
     level_idx: int
-    domains: list[tuple[tuple[str, ...], int]]
     leaves: dict[str, list[tuple[Leaf, int]]]
+
+    def domains(self, podset: str) -> list[tuple[tuple[str, ...], int]]:
+        """The PodSet's pods per domain at the placement level."""
+        out: dict[tuple[str, ...], int] = {}
+        for leaf, n in self.leaves.get(podset, []):
+            key = leaf.values[: self.level_idx + 1]
+            out[key] = out.get(key, 0) + n
+        return sorted(out.items())
 
 
 def _sub(free: Resources, used: Mapping[str, int] | None) -> Resources:
@@ -492,7 +504,6 @@ class Placer:
             exc.most = most
             raise
         current = self.to_minimum(current, workers.count, leaders, size, lfc, True)
-        domains = [(d.values, d.pods + d.leaders) for d in current if d.pods + d.leaders > 0]
         idx = fit_idx
         while idx < min(len(keys) - 1, slice_idx):
             lower = self.sorted_domains([c for d in current for c in d.children], lfc)
@@ -507,7 +518,7 @@ class Placer:
         if leader is not None:
             leaves[leader.name] = [(d, d.leaders) for d in ordered if d.leaders > 0]  # type: ignore[misc]
         leaves[workers.name] = [(d, d.pods) for d in ordered if d.pods > 0]  # type: ignore[misc]
-        return Placement(fit_idx, domains, leaves), most, stats
+        return Placement(fit_idx, leaves), most, stats
 
 
 def not_fit_message(topology: str, fit: int, total: int, unit: str) -> str:
@@ -567,7 +578,7 @@ def fit_workload(tree: TASTree, tolerations: Sequence[Mapping[str, Any]], worklo
         requests = [r for ps in workload.podsets if ps.count > 0
                     for r in [podset_request(ps, tree.keys, tas_only)] if r is not None]
         for workers, leader in groups_of(requests):
-            members = [workers] + ([leader] if leader else [])
+            members = sorted([workers] + ([leader] if leader else []), key=requests.index)
             try:
                 placement, most, _ = placer.place(workers, leader)
             except NoFit as exc:
@@ -582,7 +593,7 @@ def fit_workload(tree: TASTree, tolerations: Sequence[Mapping[str, Any]], worklo
                         used[key] = used.get(key, 0) + value * n
                 results.append(PodSetFit(
                     index, req.name, req.count, req.mode, req.level, True, tree.keys[placement.level_idx],
-                    [{"values": list(v), "pods": n} for v, n in placement.domains],
+                    [{"values": list(v), "pods": n} for v, n in placement.domains(req.name)],
                     [{"node" if tree.hostname_lowest else "domain": leaf.id, "pods": n} for leaf, n in chosen],
                     most))
     return results
