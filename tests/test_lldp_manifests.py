@@ -1,0 +1,178 @@
+"""manifests/agent: the RBAC grants only what publishing needs, the DaemonSet runs what the CLI accepts,
+and the admission policy (evaluated with a real CEL interpreter) keeps each agent to its own Node's annotation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+
+from labeler.cli import parser
+from providers.lldp_facts import ANNOTATION
+
+ROOT = Path(__file__).resolve().parent.parent / "manifests" / "agent"
+NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"
+
+
+def objects() -> dict[str, dict[str, Any]]:
+    """kind -> object for everything the kustomization lists (each kind appears once)."""
+    kustomization = yaml.safe_load((ROOT / "kustomization.yaml").read_text())
+    found: dict[str, dict[str, Any]] = {}
+    for name in kustomization["resources"]:
+        for doc in yaml.safe_load_all((ROOT / name).read_text()):
+            assert doc["kind"] not in found, f"two {doc['kind']} objects"
+            found[doc["kind"]] = doc
+    return found
+
+
+OBJECTS = objects()
+SA = OBJECTS["ServiceAccount"]["metadata"]
+USER = f"system:serviceaccount:{SA['namespace']}:{SA['name']}"
+
+
+def test_every_manifest_is_in_the_kustomization() -> None:
+    listed = set(yaml.safe_load((ROOT / "kustomization.yaml").read_text())["resources"])
+    assert listed == {p.name for p in ROOT.glob("*.yaml")} - {"kustomization.yaml"}
+
+
+def test_rbac_grants_patch_on_nodes_and_nothing_else() -> None:
+    role, binding = OBJECTS["ClusterRole"], OBJECTS["ClusterRoleBinding"]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
+    assert not {"Role", "RoleBinding"} & set(OBJECTS)
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SA["name"], "namespace": SA["namespace"]}]
+
+
+def test_daemonset_runs_the_agent_the_cli_accepts_on_the_socket_lldpd_serves() -> None:
+    ds = OBJECTS["DaemonSet"]
+    pod = ds["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["serviceAccountName"] == SA["name"]
+    assert ds["metadata"]["namespace"] == SA["namespace"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    agent, lldpd = containers["agent"], containers["lldpd"]
+    assert agent["command"][0] == "topolabel"
+    args = parser().parse_args(agent["command"][1:])
+    assert args.command == "agent" and not args.once and not args.print_only
+    socket = lldpd["command"][lldpd["command"].index("-u") + 1]
+    assert args.lldp_socket == socket
+    mounts = {c: {m["name"]: m["mountPath"] for m in containers[c]["volumeMounts"]} for c in containers}
+    shared = set(mounts["agent"]) & set(mounts["lldpd"])
+    assert any(socket.startswith(mounts["agent"][v] + "/") and mounts["agent"][v] == mounts["lldpd"][v] for v in shared)
+    env = {e["name"]: e for e in agent["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert agent["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert agent["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+class Policy:
+    """The ValidatingAdmissionPolicy's CEL, evaluated as the API server would for one request."""
+
+    def __init__(self, policy: dict[str, Any]) -> None:
+        self.env = celpy.Environment()
+        spec = policy["spec"]
+        self.match = [self._compile(m["expression"]) for m in spec["matchConditions"]]
+        self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
+        self.rules = [(self._compile(v["expression"]),
+                       self._compile(v["messageExpression"]) if "messageExpression" in v else None)
+                      for v in spec["validations"]]
+
+    def _compile(self, expression: str) -> Any:
+        return self.env.program(self.env.compile(expression))
+
+    def denials(self, request: dict, old: dict | None, new: dict | None) -> list[str] | None:
+        """None when the policy does not apply to the request; else the failed rules' messages."""
+        scope: dict[str, Any] = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(new),
+                                 "oldObject": celpy.json_to_cel(old)}
+        if not all(m.evaluate(scope) for m in self.match):
+            return None
+        variables: dict[str, Any] = {}
+        for name, program in self.variables:
+            variables[name] = program.evaluate({**scope, "variables": celpy.json_to_cel(variables)})
+        scope["variables"] = celpy.json_to_cel(variables)
+        failed = []
+        for rule, message in self.rules:
+            try:
+                ok = bool(rule.evaluate(scope))
+            except celpy.CELEvalError:
+                ok = False  # failurePolicy: Fail
+            if not ok:
+                failed.append(str(message.evaluate(scope)) if message else "denied")
+        return failed
+
+
+POLICY = Policy(OBJECTS["ValidatingAdmissionPolicy"])
+
+
+def node(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                         "annotations": {"example.com/other": "x", ANNOTATION: '{"version":1,"neighbors":[]}'}},
+            "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}
+
+
+def request(user: str = USER, node_name: str | None = "gpu-001", **extra: Any) -> dict:
+    info: dict[str, Any] = {"username": user}
+    if node_name is not None:
+        info["extra"] = {NODE_NAME_CLAIM: [node_name], "authentication.kubernetes.io/pod-name": ["agent-x"]}
+    return {"operation": "UPDATE", "userInfo": info, **extra}
+
+
+def changed(name: str, change) -> tuple[dict, dict]:
+    old = node(name)
+    new = copy.deepcopy(old)
+    change(new)
+    return old, new
+
+
+def set_facts(n: dict) -> None:
+    n["metadata"]["annotations"][ANNOTATION] = '{"version":1,"neighbors":[{"interface":"eth0"}]}'
+
+
+def test_policy_matches_the_service_account_and_the_annotation() -> None:
+    spec = OBJECTS["ValidatingAdmissionPolicy"]["spec"]
+    assert USER in spec["matchConditions"][0]["expression"]
+    assert POLICY.denials(request(), *changed("gpu-001", set_facts)) == []
+    assert OBJECTS["ValidatingAdmissionPolicyBinding"]["spec"]["policyName"] == \
+        OBJECTS["ValidatingAdmissionPolicy"]["metadata"]["name"]
+    assert OBJECTS["ValidatingAdmissionPolicyBinding"]["spec"]["validationActions"] == ["Deny"]
+
+
+def test_policy_allows_the_first_publication() -> None:
+    old, new = changed("gpu-001", set_facts)
+    del old["metadata"]["annotations"][ANNOTATION]
+    assert POLICY.denials(request(), old, new) == []
+    bare = node("gpu-001")
+    del bare["metadata"]["annotations"]
+    published = copy.deepcopy(bare)
+    published["metadata"]["annotations"] = {ANNOTATION: "{}"}
+    assert POLICY.denials(request(), bare, published) == []
+
+
+def test_policy_ignores_other_users() -> None:
+    old, new = changed("gpu-002", lambda n: n["metadata"]["labels"].update(x="y"))
+    assert POLICY.denials(request(user="system:node:gpu-002"), old, new) is None
+
+
+@pytest.mark.parametrize("what, name, change, req", [
+    ("another node", "gpu-002", set_facts, request()),
+    ("no node claim", "gpu-001", set_facts, request(node_name=None)),
+    ("another annotation", "gpu-001", lambda n: n["metadata"]["annotations"].update({"example.com/other": "y"}),
+     request()),
+    ("an annotation removed", "gpu-001", lambda n: n["metadata"]["annotations"].pop("example.com/other"), request()),
+    ("an annotation added", "gpu-001", lambda n: n["metadata"]["annotations"].update({"a.io/b": "c"}), request()),
+    ("a label", "gpu-001", lambda n: n["metadata"]["labels"].update({"topolabel.dev/rack": "r1"}), request()),
+    ("a taint", "gpu-001", lambda n: n["spec"].update(taints=[]), request()),
+    ("unschedulable", "gpu-001", lambda n: n["spec"].update(unschedulable=True), request()),
+    ("a finalizer", "gpu-001", lambda n: n["metadata"].update(finalizers=["x.io/y"]), request()),
+    ("the status", "gpu-001", set_facts, request(subResource="status")),
+])
+def test_policy_denies(what, name, change, req) -> None:
+    old, new = changed(name, change)
+    denied = POLICY.denials(req, old, new)
+    assert denied, f"{what} was allowed"
+    if what == "another node":
+        assert "may only change the Node it runs on (gpu-001), not gpu-002" in denied[0]
