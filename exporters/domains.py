@@ -1,0 +1,56 @@
+"""The snapshot as a tree of domains, the shape every exporter walks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cmp_to_key
+from typing import Iterable, Mapping
+
+from labeler.model import Snapshot, TopologyError, check_tree
+
+from .hostlist import natcmp
+
+natural = cmp_to_key(natcmp)
+
+
+@dataclass
+class Domain:
+    """One domain: its level (0 = coarsest), its label value, the nodes under it and its child domains."""
+
+    depth: int
+    value: str
+    nodes: list[str] = field(default_factory=list)
+    children: list["Domain"] = field(default_factory=list)
+
+    def walk(self) -> Iterable["Domain"]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+def domain_forest(snapshot: Snapshot, names: Mapping[str, str]) -> list[Domain]:
+    """The coarsest level's domains, each with its subtree; nodes appear as `names[node]`.
+
+    Only nodes in `names` are included. Children and nodes are in natural order, so the output is the same
+    on every run. A snapshot whose domains have two parents (possible in a hand-written file) is refused.
+    """
+    paths = {node: snapshot.path(node) for node in names}
+    errors = check_tree(snapshot.levels, paths)
+    if errors:
+        raise TopologyError("the snapshot is not a tree: " + "; ".join(errors[:3]))
+    roots: dict[str, Domain] = {}
+    index: list[dict[str, Domain]] = [roots] + [{} for _ in snapshot.levels[1:]]
+    for node in sorted(paths, key=lambda n: natural(names[n])):
+        parent: Domain | None = None
+        for depth, value in enumerate(paths[node]):
+            domain = index[depth].get(value)
+            if domain is None:
+                domain = index[depth][value] = Domain(depth, value)
+                if parent is not None:
+                    parent.children.append(domain)
+            domain.nodes.append(names[node])
+            parent = domain
+    for level in index:
+        for domain in level.values():
+            domain.children.sort(key=lambda d: natural(d.value))
+    return sorted(roots.values(), key=lambda d: natural(d.value))

@@ -1,0 +1,22 @@
+"""The KAI scheduler's `Topology` (`kai.scheduler/v1alpha1`): the node label of each level, coarsest first.
+
+KAI reads the same node labels Kueue TAS reads, and its Topology has Kueue's shape and rules (levels
+immutable, unique, `kubernetes.io/hostname` only last). So the object is Kueue's Topology under KAI's API
+group, name included: the name ends in a hash of the levels, and a change of levels yields a new object
+instead of an edit the API server refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kueue_config.objects import topology
+from labeler.config import KueueConfig
+from labeler.model import Snapshot
+
+API_VERSION = "kai.scheduler/v1alpha1"
+
+
+def kai_topology(snapshot: Snapshot, cfg: KueueConfig = KueueConfig()) -> dict[str, Any]:
+    """The Topology for the snapshot's levels; `cfg.topology_name` and `cfg.hostname_level` apply as for Kueue."""
+    return {**topology(snapshot.levels, cfg), "apiVersion": API_VERSION}
