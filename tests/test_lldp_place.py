@@ -1,0 +1,158 @@
+"""LLDP placement rules: racks, MLAG pairs, management ports, conflicts, and the levels above the rack."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from labeler.placement import level_keys, to_snapshot
+from providers.base import SourceError
+from providers.lldp_facts import Neighbor
+from providers.lldp_place import DEFAULT_MGMT, Fabric, aliases, fabric_from_map, fabric_from_switches, place
+
+MGMT = re.compile(DEFAULT_MGMT)
+
+
+def n(interface: str, switch: str, port: str = "swp1", chassis_id: str | None = None) -> Neighbor:
+    return Neighbor(interface, switch, chassis_id if chassis_id is not None else f"id-{switch}", port)
+
+
+def problems(discovery) -> dict:
+    return {p.node: p.message for p in discovery.problems}
+
+
+def test_a_host_sits_under_the_switch_its_ports_hear() -> None:
+    found = place({"gpu-a": (n("eth0", "leaf-r01"), n("eth1", "leaf-r01", "swp2"))}, Fabric(), MGMT)
+    assert found.level_names == ("rack",) and found.paths == {"gpu-a": ("leaf-r01",)} and not found.problems
+
+
+def test_management_ports_are_left_out() -> None:
+    hosts = {"gpu-a": (n("eno1", "oob-sw"), n("enp65s0f0np0", "leaf-r01")),   # ConnectX data port stays
+             "gpu-b": (n("eno1", "oob-sw"), n("ipmi0", "bmc-sw")),
+             "gpu-c": ()}
+    found = place(hosts, Fabric(), MGMT)
+    assert found.paths == {"gpu-a": ("leaf-r01",)}
+    why = problems(found)
+    assert "no LLDP neighbour on a data-plane port; management port(s) excluded: eno1 -> oob-sw" in why["gpu-b"]
+    assert why["gpu-c"] == "no LLDP neighbour on a data-plane port"
+    custom = place(hosts, Fabric(), re.compile(r"^eno"))
+    assert custom.paths["gpu-b"] == ("bmc-sw",)
+
+
+def test_ports_to_two_unpaired_switches_are_a_problem() -> None:
+    found = place({"gpu-a": (n("eth0", "leaf-r01"), n("eth1", "leaf-r02", "swp7"))}, Fabric(), MGMT)
+    assert found.paths == {}
+    assert problems(found)["gpu-a"].startswith(
+        "data-plane ports disagree (eth0 -> leaf-r01 port swp1, eth1 -> leaf-r02 port swp7)")
+
+
+def test_a_pair_is_one_rack_and_a_host_hearing_half_of_it_is_placed_with_a_notice() -> None:
+    fabric = Fabric(pairs=[frozenset({"leaf-r02", "leaf-r01"})])
+    hosts = {"gpu-a": (n("eth0", "leaf-r01"), n("eth1", "leaf-r02")), "gpu-b": (n("eth0", "leaf-r02"),),
+             "gpu-c": (n("eth0", "leaf-r01"), n("eth1", "leaf-r03"))}
+    found = place(hosts, fabric, MGMT)
+    assert found.paths == {"gpu-a": ("leaf-r01_leaf-r02",), "gpu-b": ("leaf-r01_leaf-r02",)}
+    why = problems(found)
+    assert why["gpu-b"].startswith("hears only leaf-r02 of the pair leaf-r01_leaf-r02 (no LLDP from leaf-r01")
+    assert "disagree" in why["gpu-c"] and "gpu-a" not in why
+    snap = to_snapshot(found, level_keys(found.level_names))
+    assert snap.nodes["gpu-a"] == {"rack": "leaf-r01_leaf-r02"}
+
+
+def test_a_switch_without_a_name_is_known_by_its_chassis_id() -> None:
+    found = place({"gpu-a": (n("eth0", "", chassis_id="56:6c:21:32:03:8b"),)}, Fabric(), MGMT)
+    snap = to_snapshot(found, level_keys(found.level_names))
+    assert found.paths == {"gpu-a": ("56:6c:21:32:03:8b",)} and snap.nodes["gpu-a"] == {"rack": "56-6c-21-32-03-8b"}
+
+
+def test_one_name_from_two_chassis_is_reported() -> None:
+    found = place({"gpu-a": (n("eth0", "leaf", chassis_id="01"),), "gpu-b": (n("eth0", "leaf", chassis_id="02"),)},
+                  Fabric(), MGMT)
+    assert found.paths == {"gpu-a": ("leaf",), "gpu-b": ("leaf",)}
+    assert any(p.node is None and "'leaf' is sent by 2 chassis (01, 02)" in p.message for p in found.problems)
+
+
+SWITCH_MAP = {"levels": ["block", "spinegroup"],
+              "switches": {"leaf-r01": {"block": "b1", "spinegroup": "sg1"},
+                           "leaf-r02": {"block": "b1", "spinegroup": "sg1"},
+                           "id-leaf-r03": {"block": "b2", "spinegroup": "sg2"},   # named by chassis id
+                           "leaf-r04": {"block": "b2", "spinegroup": "sg3"}},
+              "pairs": [["leaf-r01", "leaf-r02"], ["leaf-r03", "leaf-r04"]]}
+
+
+def test_switch_map_gives_the_levels_above_the_rack() -> None:
+    hosts = {"gpu-a": (n("eth0", "leaf-r01"), n("eth1", "leaf-r02")), "gpu-b": (n("eth0", "leaf-r03"),),
+             "gpu-c": (n("eth0", "leaf-r09"),)}
+    fabric = fabric_from_map(SWITCH_MAP, "map.yaml", aliases(hosts))
+    found = place(hosts, fabric, MGMT)
+    assert found.level_names == ("block", "spinegroup", "rack")
+    assert found.paths == {"gpu-a": ("b1", "sg1", "leaf-r01_leaf-r02")}
+    why = problems(found)
+    assert why["gpu-b"].startswith("the members of leaf-r03_leaf-r04 sit in different places: "
+                                   "leaf-r03 in b2/sg2; leaf-r04 in b2/sg3 (switch map map.yaml)")
+    assert why["gpu-c"] == "switch leaf-r09 is not in the switch map (switch map map.yaml); left as it is"
+
+
+@pytest.mark.parametrize("data, words", [
+    ([], "expected a mapping"),
+    ({"switches": {"a": {"block": "b"}}}, "'levels' must be"),
+    ({"levels": ["block", "rack"], "switches": {"a": {"block": "b"}}}, "must not name 'rack'"),
+    ({"levels": ["block"], "switches": {}}, "'switches' must map"),
+    ({"levels": ["block"], "switches": {"a": {"blok": "b"}}}, "switches.a needs a value for each of block"),
+    ({"levels": ["block"], "switches": {"a": {"block": "b"}}, "pairs": [["a"]]}, "'pairs' must be"),
+    ({"levels": ["block"], "switches": {"a": {"block": "b"}}, "pairs": [["a", "b"], ["a", "c"]]},
+     "switch a is in two pairs"),
+])
+def test_bad_switch_maps_are_one_line_errors(data, words) -> None:
+    with pytest.raises(SourceError, match=words) as err:
+        fabric_from_map(data, "map.yaml", {})
+    assert str(err.value).startswith("map.yaml: ")
+
+
+def leaf_facts(*spines: str, peers: tuple[str, ...] = (), hosts: tuple[str, ...] = (), mgmt: bool = True) -> tuple:
+    """A leaf's own neighbours: uplinks, MLAG peer links, host downlinks, its management port."""
+    out = [n(f"swp{i}", s) for i, s in enumerate(spines, 1)]
+    out += [n(f"swp{40 + i}", p) for i, p in enumerate(peers)]
+    out += [n(f"swp{10 + i}", h) for i, h in enumerate(hosts)]
+    return tuple(out + ([n("mgmt0", "oob-sw")] if mgmt else []))
+
+
+def test_switch_facts_give_pairs_and_blocks() -> None:
+    hosts = {"gpu-a": (n("eth0", "leaf-1"), n("eth1", "leaf-2"), n("eno1", "oob-sw")),
+             "gpu-b": (n("eth0", "leaf-3"),), "gpu-c": (n("eth0", "leaf-4"),), "gpu-d": (n("eth0", "leaf-5"),)}
+    switches = {
+        "leaf-1": leaf_facts("spine-a1", "spine-a2", peers=("leaf-2",), hosts=("gpu-a",)),
+        "leaf-2": leaf_facts("spine-a1", "spine-a2", peers=("leaf-1", "leaf-1"), hosts=("gpu-a",)),
+        "leaf-3": leaf_facts("spine-a2", hosts=("gpu-b",)),            # one uplink is enough to join block a
+        "leaf-4": leaf_facts("spine-b1", "storage-7", hosts=("gpu-c",)),  # storage-7 has no facts: not a spine
+        "leaf-5": leaf_facts("spine-x", hosts=("gpu-d",)),              # spine-x has no facts: no block
+        "spine-a1": leaf_facts(mgmt=False), "spine-a2": (), "spine-b1": (n("swp1", "leaf-4"),),
+        "oob-sw": (n("swp1", "leaf-1"), n("swp2", "gpu-a")),           # hosts hear it: not a spine
+    }
+    fabric = fabric_from_switches(switches, hosts, MGMT, "sw/")
+    assert fabric.pairs == [frozenset({"leaf-1", "leaf-2"})] and not fabric.problems
+    found = place(hosts, fabric, MGMT)
+    assert found.paths == {"gpu-a": ("spine-a1_spine-a2", "leaf-1_leaf-2"), "gpu-b": ("spine-a1_spine-a2", "leaf-3"),
+                           "gpu-c": ("spine-b1", "leaf-4")}
+    assert problems(found)["gpu-d"] == ("switch leaf-5 has no uplink to a spine (switch LLDP facts sw/); "
+                                        "left as it is")
+
+
+def test_leaves_cabled_in_a_chain_are_not_a_pair() -> None:
+    hosts = {f"gpu-{i}": (n("eth0", f"leaf-{i}"),) for i in range(3)}
+    switches = {"leaf-0": leaf_facts("spine", peers=("leaf-1",)), "leaf-1": leaf_facts("spine", peers=("leaf-2",)),
+                "leaf-2": leaf_facts("spine"), "spine": ()}
+    fabric = fabric_from_switches(switches, hosts, MGMT, "sw/")
+    assert fabric.pairs == []
+    found = place(hosts, fabric, MGMT)
+    assert found.paths == {f"gpu-{i}": ("spine", f"leaf-{i}") for i in range(3)}
+    assert [p.message for p in found.problems if p.node is None] == [
+        "leaves leaf-0, leaf-1, leaf-2 are cabled to each other; an MLAG pair has two members, so none of them "
+        "is paired (switch LLDP facts sw/)"]
+
+
+def test_switch_facts_may_be_filed_under_the_chassis_id() -> None:
+    hosts = {"gpu-a": (n("eth0", "leaf-1", chassis_id="AA:BB"),)}
+    fabric = fabric_from_switches({"aa:bb": leaf_facts("spine"), "spine": ()}, hosts, MGMT, "sw/")
+    assert place(hosts, fabric, MGMT).paths == {"gpu-a": ("spine", "leaf-1")}
