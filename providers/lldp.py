@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lldp-dir", metavar="DIR",
                        help="NODE.json files (agent facts or lldpcli -f json0 output) instead of node annotations")
     group.add_argument("--mgmt-interfaces", metavar="REGEX",
-                       help=f"host interfaces to ignore, searched in the name (default: {DEFAULT_MGMT})")
+                       help=f"management interfaces to ignore, on hosts and in switch facts (default: {DEFAULT_MGMT})")
     group.add_argument("--switch-map", metavar="FILE", help="YAML: switch -> levels above the rack, MLAG pairs")
     group.add_argument("--switch-lldp", metavar="DIR",
                        help="SWITCH.json LLDP facts of the switches: MLAG peers and blocks (leaves sharing spines)")

@@ -34,7 +34,7 @@ class Fabric:
     paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
     pairs: list[frozenset[str]] = field(default_factory=list)
     origin: str = ""
-    unknown: str = "is not in the switch map"
+    unknown: str = "is not listed"
     problems: list[str] = field(default_factory=list)
 
     def above(self, rack: frozenset[str]) -> tuple[str, ...] | str:
