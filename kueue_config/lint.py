@@ -39,6 +39,11 @@ def _key_path(path: Path, section: str, key: str) -> str:
     return path_str((*path, section, key))
 
 
+def _ann_path(template_path: Path, key: str) -> str:
+    """Where a pod template's annotation `key` sits."""
+    return path_str((*template_path, "metadata", "annotations", key))
+
+
 def _meta_findings(w: Workload) -> Iterable[Finding]:
     meta = w.obj.get("metadata") or {}
     annotations, labels = meta.get("annotations") or {}, meta.get("labels") or {}
@@ -61,7 +66,7 @@ def _meta_findings(w: Workload) -> Iterable[Finding]:
 
 
 def _level_findings(w: Workload, ps: PodSet, key: str, value: str, keys: Sequence[str] | None) -> Iterable[Finding]:
-    where = _key_path(ps.path, "metadata", key)
+    where = _ann_path(ps.path, key)
     for problem in key_problems(value):
         yield Finding(ERROR, w.ref, where, f"level {value!r} {problem}", "use a node label key of at most 63 "
                       "characters, as listed in the Topology (`topolabel show` prints them)")
@@ -74,9 +79,9 @@ def _level_findings(w: Workload, ps: PodSet, key: str, value: str, keys: Sequenc
 
 def _slice_findings(w: Workload, ps: PodSet, keys: Sequence[str] | None) -> Iterable[Finding]:
     ann = ps.annotations
-    size_path = _key_path(ps.path, "metadata", SLICE_SIZE)
+    size_path = _ann_path(ps.path, SLICE_SIZE)
     if SLICE_CONSTRAINTS in ann and (SLICE_REQUIRED in ann or SLICE_SIZE in ann):
-        yield Finding(ERROR, w.ref, _key_path(ps.path, "metadata", SLICE_CONSTRAINTS),
+        yield Finding(ERROR, w.ref, _ann_path(ps.path, SLICE_CONSTRAINTS),
                       f"{SLICE_CONSTRAINTS} cannot be combined with {SLICE_REQUIRED}/{SLICE_SIZE}",
                       "keep one form of slice request")
     if SLICE_REQUIRED in ann and SLICE_SIZE not in ann:
@@ -102,7 +107,7 @@ def _slice_findings(w: Workload, ps: PodSet, keys: Sequence[str] | None) -> Iter
     level = ann.get(REQUIRED) or ann.get(PREFERRED)
     slice_level = ann.get(SLICE_REQUIRED)
     if keys is not None and level in keys and slice_level in keys and keys.index(slice_level) < keys.index(level):
-        yield Finding(ERROR, w.ref, _key_path(ps.path, "metadata", SLICE_REQUIRED),
+        yield Finding(ERROR, w.ref, _ann_path(ps.path, SLICE_REQUIRED),
                       f"slice level {slice_level} is above the PodSet level {level}; Kueue refuses to place it",
                       "choose a slice level at or below the PodSet level")
 
@@ -112,21 +117,21 @@ def _podset_findings(w: Workload, ps: PodSet, keys: Sequence[str] | None) -> Ite
     apath = path_str((*ps.path, "metadata", "annotations"))
     for key in TAS_ANNOTATIONS:
         if key in ann and not isinstance(ann[key], str):
-            yield Finding(ERROR, w.ref, _key_path(ps.path, "metadata", key), f"value {ann[key]!r} is not a string; "
+            yield Finding(ERROR, w.ref, _ann_path(ps.path, key), f"value {ann[key]!r} is not a string; "
                           "the API server rejects non-string annotations", f'quote it: "{ann[key]}"')
     modes = [m for m in MODES if m in ann]
     if len(modes) > 1:
         yield Finding(ERROR, w.ref, apath, "more than one of " + ", ".join(modes) + ": Kueue rejects the job",
                       "keep exactly one of required, preferred, unconstrained")
     if UNCONSTRAINED in ann and str(ann[UNCONSTRAINED]) not in BOOLEANS:
-        yield Finding(ERROR, w.ref, _key_path(ps.path, "metadata", UNCONSTRAINED),
+        yield Finding(ERROR, w.ref, _ann_path(ps.path, UNCONSTRAINED),
                       f"{ann[UNCONSTRAINED]!r} is not a boolean", 'use "true"')
     for key in (REQUIRED, PREFERRED, SLICE_REQUIRED):
         if key in ann:
             yield from _level_findings(w, ps, key, str(ann[key]), keys)
     yield from _slice_findings(w, ps, keys)
     if GROUP_NAME in ann:
-        gpath = _key_path(ps.path, "metadata", GROUP_NAME)
+        gpath = _ann_path(ps.path, GROUP_NAME)
         if str(ann[GROUP_NAME]).isdigit():
             yield Finding(ERROR, w.ref, gpath, "a PodSet group name must not be a number", "use a word, e.g. leader-worker")
         if SLICE_REQUIRED in ann or SLICE_SIZE in ann:
@@ -137,7 +142,7 @@ def _podset_findings(w: Workload, ps: PodSet, keys: Sequence[str] | None) -> Ite
                           f"add {REQUIRED} or {PREFERRED}")
     labels = (ps.template.get("metadata") or {}).get("labels") or {}
     if QUEUE_LABEL in labels:
-        yield Finding(WARNING, w.ref, _key_path(ps.path, "metadata", "labels") + f'["{QUEUE_LABEL}"]',
+        yield Finding(WARNING, w.ref, path_str((*ps.path, "metadata", "labels", QUEUE_LABEL)),
                       "queue label on a pod template: Kueue reads it only on the top object",
                       f"move it to metadata.labels[{QUEUE_LABEL}]")
 
@@ -148,7 +153,7 @@ def _group_findings(w: Workload) -> Iterable[Finding]:
         if GROUP_NAME in ps.annotations and (REQUIRED in ps.annotations or PREFERRED in ps.annotations):
             groups[str(ps.annotations[GROUP_NAME])].append(ps)
     for name, members in groups.items():
-        where = ", ".join(_key_path(ps.path, "metadata", GROUP_NAME) for ps in members)
+        where = ", ".join(_ann_path(ps.path, GROUP_NAME) for ps in members)
         if len(members) != 2:
             yield Finding(ERROR, w.ref, where, f"group {name!r} has {len(members)} PodSet(s); Kueue needs exactly 2",
                           "give the group name to exactly two PodSets")

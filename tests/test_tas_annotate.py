@@ -1,0 +1,172 @@
+"""`topolabel job annotate`: every kind gets its queue label and TAS annotations where Kueue reads them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from kueue_config import jobfile
+from kueue_config.workloads import workloads_in
+from labeler.cli import main
+from tests.tas_cluster import BLOCK, HOST, RACK, kueue_objects
+from tests.tas_jobs import KINDS, SCHEMAS
+
+REQ = "kueue.x-k8s.io/podset-required-topology"
+PREF = "kueue.x-k8s.io/podset-preferred-topology"
+GROUP = "kueue.x-k8s.io/podset-group-name"
+SLICE_LEVEL = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+QUEUE = "kueue.x-k8s.io/queue-name"
+
+
+@pytest.fixture
+def kueue_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "kueue"
+    directory.mkdir()
+    for i, obj in enumerate(kueue_objects([BLOCK, RACK, HOST])):
+        (directory / f"{i}.yaml").write_text(yaml.safe_dump(obj))
+    return directory
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    return path
+
+
+def _templates(kind: str, obj: dict) -> dict[str, dict]:
+    """Pod templates by PodSet name, found by hand-written paths (not by the code under test)."""
+    spec = obj["spec"]
+    if kind == "Job":
+        return {"main": spec["template"]}
+    if kind == "JobSet":
+        return {rj["name"]: rj["template"]["spec"]["template"] for rj in spec["replicatedJobs"]}
+    if kind == "PyTorchJob":
+        return {k.lower(): v["template"] for k, v in spec["pytorchReplicaSpecs"].items()}
+    if kind == "LeaderWorkerSet":
+        lwt = spec["leaderWorkerTemplate"]
+        return {"leader": lwt["leaderTemplate"], "worker": lwt["workerTemplate"]}
+    ray = spec.get("rayClusterSpec", spec)
+    return {"head": ray["headGroupSpec"]["template"],
+            **{g["groupName"].lower(): g["template"] for g in ray["workerGroupSpecs"]}}
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_pod_counts_follow_kueue(kind: str) -> None:
+    text, expected, workloads = KINDS[kind]
+    [w] = workloads_in(jobfile.load(text, kind), kind)
+    assert [(ps.name, ps.count) for ps in w.podsets] == expected
+    assert w.workloads == workloads
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_annotated_then_checked_passes_validates_and_keeps_comments(kind: str, tmp_path: Path,
+                                                                   kueue_dir: Path, capsys) -> None:
+    text = KINDS[kind][0]
+    path = _write(tmp_path, text)
+    assert main(["job", "annotate", str(path), "--queue", "gpu", "--within", "block",
+                 "--kueue-dir", str(kueue_dir), "-i"]) == 0
+    out = path.read_text()
+    for line in text.splitlines():
+        if "#" in line and "kueue.x-k8s.io/podset" not in line:  # misplaced TAS keys are removed on purpose
+            assert line.split("#", 1)[1] in out, f"comment lost: {line}"
+    obj = yaml.safe_load(out)
+    jsonschema.validate(obj, SCHEMAS[kind])
+    assert list(obj) == list(yaml.safe_load(text))  # top-level key order kept
+    assert obj["metadata"]["labels"][QUEUE] == "gpu"
+    assert "annotations" not in obj["metadata"] or not any(k.startswith("kueue.x-k8s.io/podset")
+                                                          for k in obj["metadata"]["annotations"])
+    for name, template in _templates(kind, obj).items():
+        assert template["metadata"]["annotations"][REQ] == BLOCK, name
+        assert PREF not in template["metadata"]["annotations"]
+    capsys.readouterr()
+    assert main(["job", "check", str(path), "--kueue-dir", str(kueue_dir), "--strict", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+def test_groups_pair_one_pod_podset_with_the_other(tmp_path: Path, kueue_dir: Path) -> None:
+    groups = {}
+    for kind in ("LeaderWorkerSet", "PyTorchJob", "RayCluster", "RayJob", "Job", "JobSet"):
+        path = _write(tmp_path, KINDS[kind][0])
+        main(["job", "annotate", str(path), "--queue", "gpu", "--within", "block", "--kueue-dir", str(kueue_dir), "-i"])
+        obj = yaml.safe_load(path.read_text())
+        groups[kind] = {n: t["metadata"]["annotations"].get(GROUP) for n, t in _templates(kind, obj).items()}
+    assert groups["LeaderWorkerSet"] == {"leader": "leader-worker", "worker": "leader-worker"}
+    assert groups["PyTorchJob"] == {"master": "master-worker", "worker": "master-worker"}
+    assert groups["RayCluster"] == {"head": "head-gpu-workers", "gpu-workers": "head-gpu-workers"}
+    assert groups["RayJob"] == {"head": "head-gpu", "gpu": "head-gpu"}  # the default submitter has no template
+    assert groups["Job"] == {"main": None} and groups["JobSet"] == {"workers": None}
+
+
+def test_jobset_misplaced_annotations_are_moved_to_the_pod_template(tmp_path: Path, kueue_dir: Path) -> None:
+    path = _write(tmp_path, KINDS["JobSet"][0])
+    main(["job", "annotate", str(path), "--queue", "gpu", "--within", "rack", "--preferred",
+          "--slice-size", "4", "--slice-within", "hostname", "--kueue-dir", str(kueue_dir), "-i"])
+    obj = yaml.safe_load(path.read_text())
+    rjob = obj["spec"]["replicatedJobs"][0]
+    assert "annotations" not in obj["metadata"]
+    assert "annotations" not in rjob["template"]["metadata"]
+    assert rjob["template"]["spec"]["template"]["metadata"]["annotations"] == {
+        PREF: RACK, SLICE_LEVEL: HOST, SLICE_SIZE: "4"}
+
+
+def test_slices_skip_single_pod_podsets_and_refuse_sizes_that_do_not_divide(tmp_path: Path, kueue_dir: Path,
+                                                                           capsys) -> None:
+    path = _write(tmp_path, KINDS["PyTorchJob"][0])
+    assert main(["job", "annotate", str(path), "--queue", "gpu", "--within", "block", "--slice-size", "3",
+                 "--slice-within", "rack", "--kueue-dir", str(kueue_dir), "-i"]) == 0
+    obj = yaml.safe_load(path.read_text())
+    specs = obj["spec"]["pytorchReplicaSpecs"]
+    assert specs["Worker"]["template"]["metadata"]["annotations"] == {REQ: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: "3"}
+    assert specs["Master"]["template"]["metadata"]["annotations"] == {REQ: BLOCK}  # no group beside slices
+    capsys.readouterr()
+    job = _write(tmp_path, KINDS["Job"][0])
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", "block", "--slice-size", "3",
+                 "--slice-within", "hostname", "--kueue-dir", str(kueue_dir)]) == 2
+    assert "slice size 3 does not divide the pod count of main (4 pods)" in capsys.readouterr().err
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", "hostname", "--slice-size", "2",
+                 "--slice-within", "block", "--kueue-dir", str(kueue_dir)]) == 2
+    assert "is above the level" in capsys.readouterr().err
+
+
+def test_levels_resolve_through_the_topology(tmp_path: Path, kueue_dir: Path, capsys) -> None:
+    job = _write(tmp_path, KINDS["Job"][0])
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", "zone", "--kueue-dir", str(kueue_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "level 'zone' is not in the Topology" in err and f"{BLOCK} (block)" in err
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", "block"]) == 2
+    assert "is a name; give --kueue-dir" in capsys.readouterr().err
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", RACK]) == 0
+    captured = capsys.readouterr()
+    assert yaml.safe_load(captured.out)["spec"]["template"]["metadata"]["annotations"] == {REQ: RACK}
+    assert "not checked against a Topology" in captured.err
+
+
+def test_level_names_come_from_a_snapshot(tmp_path: Path, capsys) -> None:
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"levels": [{"name": "spine", "label": "net.example/tier-2"},
+                                           {"name": "leaf", "label": "net.example/tier-1"}],
+                                "nodes": {"n1": {"spine": "s1", "leaf": "l1"}}, "problems": []}))
+    job = _write(tmp_path, KINDS["Job"][0])
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", "spine", "--snapshot", str(snap)]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["spec"]["template"]["metadata"]["annotations"] == {
+        REQ: "net.example/tier-2"}
+
+
+def test_multi_document_files_keep_other_documents(tmp_path: Path, kueue_dir: Path, capsys) -> None:
+    text = "---\n# config first\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: b}\n---\n" \
+           + KINDS["Job"][0]
+    job = _write(tmp_path, text)
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", "block", "--kueue-dir", str(kueue_dir)]) == 0
+    out = capsys.readouterr().out
+    docs = list(yaml.safe_load_all(out))
+    assert docs[0] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "b"}}
+    assert docs[1]["metadata"]["labels"] == {QUEUE: "gpu"}
+    assert "# config first" in out
+    notjob = _write(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert main(["job", "annotate", str(notjob), "--queue", "gpu", "--within", BLOCK]) == 2
+    assert "no workload of a supported kind" in capsys.readouterr().err
