@@ -1,0 +1,308 @@
+"""InfiniBand fat trees with known ground truth, written as ibsim net files.
+
+`build(Spec(...))` returns a `Fabric`: its net file text (for `ibsim`), the counts ibsim needs
+(`-N -S -P`), and the `Truth` (each host's leaf group and block, the HCAs left with the default
+description, the cables cut, the links slowed down). Shapes: a 2-level leaf/spine tree, a 3-level tree with
+pods (blocks) under cores, rail-optimised scalable units (one leaf per rail, optionally rail-grouped
+spines), dual-port HCAs, storage leaves that every host also reaches. Damage is drawn from a seeded RNG.
+
+    python -m hack.ibfabric --pods 2 --sus 4 --rails 8 --hosts 4 --spines 8 --cores 4 -o fabric.net
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_HCA_DESC = "MT4129 ConnectX7   Mellanox Technologies"
+DEFAULT_SWITCH_DESC = "Quantum Mellanox Technologies"
+LOWER_SPEED = {"HDR": "EDR", "EDR": "FDR", "FDR": "QDR", "QDR": "DDR"}
+
+
+@dataclass
+class Spec:
+    pods: int = 1  # blocks; more than one needs cores
+    sus: int = 4  # leaf groups (scalable units) per pod
+    rails: int = 1  # leaves per leaf group = links per host
+    hosts: int = 4  # hosts per leaf group
+    spines: int = 2  # spines per pod
+    cores: int = 0
+    uplinks: int = 1  # cables from each leaf to each of its spines
+    ports_per_hca: int = 1  # 2: each HCA is dual-port and covers two rails
+    rail_spines: bool = False  # spines grouped by rail: a rail's leaves reach only that rail's spines
+    storage_leaves: int = 0  # leaves in pod 1 where every host has one more HCA (device `storage`)
+    speed: str = "HDR"
+    naming: str = "rack"  # rack: MF0;P1-IBLEAF-03-02:MQM8790/U1; plain: leaf-p1-u3-r2; default: vendor text
+    device: str = "mlx5_{}"
+    default_hosts: int = 0  # hosts whose HCAs all keep the default description
+    default_hcas: int = 0  # single HCAs with the default description, on hosts named by their other HCAs
+    cut_hca_links: int = 0  # host cables missing (on hosts with more than one link)
+    cut_uplinks: int = 0  # leaf-spine cables missing, on different leaves
+    slow_uplinks: int = 0  # leaf-spine links at 1x width or one speed lower
+    seed: int = 0
+
+    @property
+    def storage_device(self) -> str:
+        return "storage0"
+
+
+@dataclass
+class Truth:
+    """What a correct reader must find."""
+
+    leafgroup: dict[str, str] = field(default_factory=dict)  # host -> group id
+    block: dict[str, str] = field(default_factory=dict)  # host -> pod id
+    guids: dict[str, list[tuple[str, int]]] = field(default_factory=dict)  # host -> [(device, node GUID)]
+    default_hcas: dict[int, str] = field(default_factory=dict)  # GUID -> host, for default descriptions
+    cut_uplinks: list[tuple[str, int]] = field(default_factory=list)  # (leaf switch name, port)
+    slow_links: list[tuple[str, int, str]] = field(default_factory=list)  # (leaf name, port, rate)
+    cut_hosts: dict[str, set[str]] = field(default_factory=dict)  # host -> leaf names it lost a cable to
+
+    def named_hosts(self) -> set[str]:
+        """Hosts a reader places without a GUID map: at least one HCA keeps a named description."""
+        return {h for h, hcas in self.guids.items() if any(g not in self.default_hcas for _, g in hcas)}
+
+
+@dataclass
+class Node:
+    id: str
+    kind: str  # Switch or Ca
+    guid: int
+    desc: str
+    nports: int = 0
+    ports: dict[int, tuple[str, int, str]] = field(default_factory=dict)  # port -> (remote id, port, rate)
+    name: str = ""  # the readable switch name a reader should derive
+
+
+@dataclass
+class Fabric:
+    spec: Spec
+    nodes: dict[str, Node] = field(default_factory=dict)
+    truth: Truth = field(default_factory=Truth)
+
+    def add(self, node: Node) -> Node:
+        self.nodes[node.id] = node
+        return node
+
+    def link(self, a: str, b: str, rate: str) -> tuple[int, int]:
+        na, nb = self.nodes[a], self.nodes[b]
+        pa, pb = _free(na), _free(nb)
+        na.ports[pa], nb.ports[pb] = (b, pb, rate), (a, pa, rate)
+        return pa, pb
+
+    def cut(self, a: str, port: int) -> None:
+        remote, rport, _ = self.nodes[a].ports.pop(port)
+        del self.nodes[remote].ports[rport]
+
+    def counts(self) -> tuple[int, int, int]:
+        """ibsim's -N (nodes), -S (switches), -P (ports: switch ports count port 0 too), with room to spare."""
+        switches = [n for n in self.nodes.values() if n.kind == "Switch"]
+        ports = sum(n.nports + 1 for n in switches) + sum(n.nports for n in self.nodes.values() if n.kind == "Ca")
+        return len(self.nodes) + 16, len(switches) + 16, ports + 64
+
+    def first_ca(self) -> str:
+        return next(n.id for n in self.nodes.values() if n.kind == "Ca" and n.ports)
+
+    def net_text(self) -> str:
+        """The ibsim net file: explicit GUIDs, descriptions after `#`, rates as `lid 0 4xHDR`."""
+        out = []
+        for node in self.nodes.values():
+            guid_key = "switchguid" if node.kind == "Switch" else "caguid"
+            tail = " enhanced port 0 lid 0" if node.kind == "Switch" else ""
+            out.append(f'{guid_key}={node.guid:#x}\n{node.kind}\t{node.nports} "{node.id}"\t# "{node.desc}"{tail}')
+            for port in sorted(node.ports):
+                remote, rport, rate = node.ports[port]
+                lid = "" if node.kind == "Switch" else "lid 0 lmc 0 "
+                out.append(f'[{port}]\t"{remote}"[{rport}]\t# {lid}"{self.nodes[remote].desc}" lid 0 {rate}')
+            out.append("")
+        return "\n".join(out) + "\n"
+
+    def guid_map(self, hosts: set[str] | None = None) -> dict[str, list[str]]:
+        """`--guid-map` content: host -> [device=GUID], for `hosts` (default: all)."""
+        return {h: [f"{d}={g:#018x}" for d, g in hcas] for h, hcas in self.truth.guids.items()
+                if hosts is None or h in hosts}
+
+    def node_name_map(self) -> str:
+        """An ibnetdiscover node-name-map naming the default-description HCAs."""
+        devices = {g: d for hcas in self.truth.guids.values() for d, g in hcas}
+        return "".join(f'{g:#018x} "{host} {devices[g]}"\n' for g, host in sorted(self.truth.default_hcas.items()))
+
+
+def _free(node: Node) -> int:
+    port = 1
+    while port in node.ports:
+        port += 1
+    if port > node.nports:
+        node.nports = port
+    return port
+
+
+def build(spec: Spec) -> Fabric:
+    """A fabric from `spec`; hosts take a leaf's low ports and uplinks the ports after them, as on the rack."""
+    if spec.rail_spines and spec.rails > 1 and not spec.cores:
+        raise ValueError("rail-grouped spines without cores make one separate subnet per rail")
+    if spec.pods > 1 and not spec.cores:
+        raise ValueError("pods are joined by cores: give cores > 0")
+    rng = random.Random(spec.seed)
+    fabric = Fabric(spec)
+    guids = _Guids(rng)
+    rate = f"4x{spec.speed}"
+    cores = [fabric.add(_switch(spec, guids, "core", f"core{c + 1}", c + 1)) for c in range(spec.cores)]
+    first_spines: list[Node] = []
+    for pod in range(spec.pods):
+        spines = [fabric.add(_switch(spec, guids, "spine", f"p{pod + 1}-spine{s + 1}", s + 1, pod + 1))
+                  for s in range(spec.spines)]
+        first_spines = first_spines or spines
+        for spine in spines:
+            for core in cores:
+                fabric.link(spine.id, core.id, rate)
+        leaves = {(su, rail): fabric.add(_switch(spec, guids, "leaf", f"p{pod + 1}-su{su + 1}-r{rail + 1}",
+                                                 rail + 1, pod + 1, su + 1))
+                  for su in range(spec.sus) for rail in range(spec.rails)}
+        for su in range(spec.sus):
+            for n in range(spec.hosts):
+                _host(fabric, guids, pod, su, n, leaves, rate)
+        for (su, rail), leaf in sorted(leaves.items()):
+            for spine in _spines_of(spec, spines, rail):
+                for _ in range(spec.uplinks):
+                    fabric.link(leaf.id, spine.id, rate)
+    storage = [fabric.add(_switch(spec, guids, "storage", f"storage{s + 1}", s + 1, 1))
+               for s in range(spec.storage_leaves)]
+    for i, host in enumerate(sorted(fabric.truth.guids) if storage else []):
+        device = spec.storage_device
+        hca = fabric.add(Node(f"hca-{host}-{device}", "Ca", guids.next("Ca"), f"{host} {device}", 1))
+        fabric.truth.guids[host].append((device, hca.guid))
+        fabric.link(hca.id, storage[i % len(storage)].id, rate)
+    for leaf in storage:
+        for spine in first_spines:
+            fabric.link(leaf.id, spine.id, rate)
+    _damage(fabric, rng)
+    return fabric
+
+
+class _Guids:
+    """GUIDs like real ones (vendor OUI prefixes), far enough apart for a node's port GUIDs."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.switch = 0x2C5EAB0300000000 + (rng.getrandbits(20) << 12)
+        self.ca = 0xE09D730300000000 + (rng.getrandbits(20) << 16)
+
+    def next(self, kind: str) -> int:
+        if kind == "Switch":
+            self.switch += 0x40
+            return self.switch
+        self.ca += 0x10
+        return self.ca
+
+
+def _switch(spec: Spec, guids: _Guids, tier: str, ident: str, index: int, pod: int = 0, su: int = 0) -> Node:
+    if spec.naming == "default":
+        desc = name = ""
+    elif spec.naming == "plain":
+        name = {"core": f"core-{index}", "spine": f"spine-p{pod}-{index}", "leaf": f"leaf-p{pod}-u{su}-r{index}",
+                "storage": f"storage-leaf-{index}"}[tier]
+        desc = name
+    else:
+        name = {"core": f"ibcore-{index:02d}", "spine": f"p{pod}-ibspine-{index:02d}",
+                "leaf": f"p{pod}-ibleaf-{su:02d}-{index:02d}", "storage": f"p{pod}-ibstor-{index:02d}"}[tier]
+        desc = f"MF0;{name.upper()}:MQM8790/U1"
+    guid = guids.next("Switch")
+    return Node(f"sw-{ident}", "Switch", guid, desc or DEFAULT_SWITCH_DESC, name=name or f"sw-{guid:016x}")
+
+
+def _spines_of(spec: Spec, spines: list[Node], rail: int) -> list[Node]:
+    if not spec.rail_spines:
+        return spines
+    per_rail = max(1, len(spines) // spec.rails)
+    start = (rail * per_rail) % len(spines)
+    return spines[start:start + per_rail]
+
+
+def _host(fabric: Fabric, guids: _Guids, pod: int, su: int, n: int, leaves: dict, rate: str) -> None:
+    spec = fabric.spec
+    host = f"p{pod + 1}-gpu-{su + 1:02d}-c{n + 1:02d}"
+    fabric.truth.leafgroup[host] = f"p{pod + 1}-su{su + 1}"
+    fabric.truth.block[host] = f"p{pod + 1}"
+    fabric.truth.guids[host] = []
+    for j in range(max(1, spec.rails // spec.ports_per_hca)):
+        rails = range(j * spec.ports_per_hca, min(spec.rails, (j + 1) * spec.ports_per_hca))
+        device = spec.device.format(j)
+        hca = fabric.add(Node(f"hca-{host}-{device}", "Ca", guids.next("Ca"), f"{host} {device}", len(rails)))
+        fabric.truth.guids[host].append((device, hca.guid))
+        for rail in rails:
+            fabric.link(hca.id, leaves[(su, rail)].id, rate)
+
+
+def _damage(fabric: Fabric, rng: random.Random) -> None:
+    """Default descriptions, cut cables and slow links, on distinct hosts and leaves chosen by the seed."""
+    spec, truth, nodes = fabric.spec, fabric.truth, fabric.nodes
+    hosts = sorted(truth.guids)
+    rng.shuffle(hosts)
+    compute = {h: [(d, g) for d, g in truth.guids[h] if d != spec.storage_device] for h in hosts}
+    by_guid = {n.guid: n for n in nodes.values()}
+    for host in hosts[:spec.default_hosts]:
+        for _, guid in truth.guids[host]:
+            by_guid[guid].desc = DEFAULT_HCA_DESC
+            truth.default_hcas[guid] = host
+    rest = [h for h in hosts[spec.default_hosts:] if len(compute[h]) > 1]
+    for host in rest[:spec.default_hcas]:
+        guid = rng.choice(compute[host])[1]
+        by_guid[guid].desc = DEFAULT_HCA_DESC
+        truth.default_hcas[guid] = host
+    multi = [h for h in rest[spec.default_hcas:] if sum(by_guid[g].nports for _, g in compute[h]) > 1]
+    for host in multi[:spec.cut_hca_links]:
+        hca = by_guid[rng.choice(compute[host])[1]]
+        port = rng.choice(sorted(hca.ports))
+        truth.cut_hosts[host] = {nodes[hca.ports[port][0]].name}
+        fabric.cut(hca.id, port)
+    leaves = [n for n in nodes.values() if n.kind == "Switch" and n.id.startswith("sw-p") and "-su" in n.id]
+    rng.shuffle(leaves)
+    uplinks = [(leaf, port) for leaf in leaves for port, (remote, _, _) in sorted(leaf.ports.items())
+               if "spine" in remote]
+    for leaf in leaves[:spec.cut_uplinks]:
+        port = rng.choice([p for lf, p in uplinks if lf is leaf])
+        truth.cut_uplinks.append((leaf.name, port))
+        fabric.cut(leaf.id, port)
+    for leaf in leaves[spec.cut_uplinks:spec.cut_uplinks + spec.slow_uplinks]:
+        port = rng.choice([p for lf, p in uplinks if lf is leaf and p in leaf.ports])
+        remote, rport, rate = leaf.ports[port]
+        slow = f"1x{spec.speed}" if len(truth.slow_links) % 2 == 0 else f"4x{LOWER_SPEED[spec.speed]}"
+        leaf.ports[port] = (remote, rport, slow)
+        nodes[remote].ports[rport] = (leaf.id, port, slow)
+        truth.slow_links.append((leaf.name, port, slow))
+
+
+def random_spec(seed: int) -> Spec:
+    """A shape drawn from `seed`, for tests on fabrics the inference was not tuned on."""
+    rng = random.Random(seed)
+    rails = rng.choice([1, 2, 4, 8])
+    pods = rng.choice([1, 2, 3])
+    spines = rng.choice([r for r in (2, 4, 8) if r >= min(rails, 4)]) if rails > 1 else rng.choice([2, 3, 4])
+    cores = rng.randint(2, 4) if pods > 1 else 0
+    return Spec(pods=pods, sus=rng.randint(2, 5), rails=rails, hosts=rng.randint(2, 6), spines=spines,
+                cores=cores, uplinks=rng.choice([1, 2]), ports_per_hca=2 if rails > 1 and rng.random() < 0.3 else 1,
+                rail_spines=rails > 1 and spines >= rails and cores > 0 and rng.random() < 0.5,
+                naming=rng.choice(["rack", "plain", "default"]), device=rng.choice(["mlx5_{}", "HCA-{}"]),
+                default_hosts=rng.randint(0, 2), default_hcas=rng.randint(0, 2) if rails > 1 else 0,
+                cut_hca_links=rng.randint(0, 2) if rails > 1 else 0, seed=seed)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for name, value in Spec().__dict__.items():
+        kind = (lambda s: s.lower() in ("1", "true", "yes")) if isinstance(value, bool) else type(value)
+        parser.add_argument(f"--{name.replace('_', '-')}", type=kind, default=value)
+    parser.add_argument("-o", "--output", required=True, help="net file to write")
+    args = vars(parser.parse_args(argv))
+    out = Path(args.pop("output"))
+    fabric = build(Spec(**args))
+    out.write_text(fabric.net_text())
+    nodes, switches, ports = fabric.counts()
+    print(f"{out}: {len(fabric.truth.guids)} hosts; run: IBSIM_SOCKNAME=x ibsim -s -n -N {nodes} -S {switches} "
+          f"-P {ports} {out}")
+
+
+if __name__ == "__main__":
+    main()

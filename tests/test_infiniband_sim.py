@@ -1,0 +1,210 @@
+"""The InfiniBand source on fabrics simulated by ibsim and read by the real `ibnetdiscover`.
+
+Each fabric comes from hack/ibfabric.py with its ground truth; the inferred leaf groups and blocks must
+partition the hosts exactly as the truth does, and every HCA or cable that is wrong must be reported.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import pytest
+import yaml
+
+from hack.ibfabric import Fabric, Spec, build, random_spec
+from labeler.config import Config
+from labeler.model import Snapshot
+from labeler.nodes import Node
+from labeler.pipeline import discover
+
+from tests.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+
+pytestmark = [needs_ibsim, pytest.mark.slow]
+
+
+def snapshot(text: str, tmp_path: Path, nodes: Sequence[Node] = (), **options: str) -> Snapshot:
+    path = tmp_path / "fabric.ibnetdiscover"
+    path.write_text(text)
+    return discover(Config(), "infiniband", {"ibnetdiscover": str(path), **options}, nodes, origin="test")
+
+
+def partition(snap: Snapshot, level: str) -> set[frozenset[str]]:
+    groups: dict[str, set[str]] = {}
+    for node, values in snap.nodes.items():
+        groups.setdefault(values[level], set()).add(node)
+    return {frozenset(g) for g in groups.values()}
+
+
+def truth_partition(truth: Mapping[str, str], hosts: set[str]) -> set[frozenset[str]]:
+    groups: dict[str, set[str]] = {}
+    for host in hosts:
+        groups.setdefault(truth[host], set()).add(host)
+    return {frozenset(g) for g in groups.values()}
+
+
+def assert_matches_truth(snap: Snapshot, fabric: Fabric, hosts: set[str]) -> None:
+    assert set(snap.nodes) == hosts
+    assert partition(snap, "leafgroup") == truth_partition(fabric.truth.leafgroup, hosts)
+    three_level = fabric.spec.pods > 1
+    assert [lv.name for lv in snap.levels] == (["block", "leafgroup"] if three_level else ["leafgroup"])
+    if three_level:
+        assert partition(snap, "block") == truth_partition(fabric.truth.block, hosts)
+
+
+def messages(snap: Snapshot) -> list[str]:
+    return [p.message for p in snap.problems]
+
+
+SHAPES = {
+    "2-level": Spec(sus=6, hosts=4, spines=3, uplinks=2),
+    "3-level-pods": Spec(pods=3, sus=4, hosts=3, spines=4, cores=4),
+    "rail-optimised-8": Spec(sus=3, rails=8, hosts=4, spines=8),
+    "rail-optimised-3-level-rail-spines": Spec(pods=2, sus=2, rails=8, hosts=3, spines=8, cores=4, rail_spines=True),
+    "dual-port-hcas": Spec(sus=4, rails=2, hosts=4, spines=2, ports_per_hca=2, device="HCA-{}"),
+    "vendor-default-switch-names": Spec(pods=2, sus=3, hosts=3, spines=2, cores=2, naming="default"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_shape_matches_ground_truth(shape: str, ibsim, tmp_path: Path) -> None:
+    fabric = build(SHAPES[shape])
+    snap = snapshot(ibsim(fabric).discover(), tmp_path)
+    assert_matches_truth(snap, fabric, set(fabric.truth.guids))
+    shape_notice = next(m for m in messages(snap) if m.startswith("fabric shape:"))
+    assert ("3-level" in shape_notice) == (fabric.spec.pods > 1)
+    assert ("rail-optimised" in shape_notice) == (fabric.spec.rails > 1)
+    values = {v["leafgroup"] for v in snap.nodes.values()}
+    leaves = {n.name for n in fabric.nodes.values() if n.id.startswith("sw-p") and "-su" in n.id}
+    if fabric.spec.naming == "default":
+        assert all(v.startswith("sw-") for v in values), values  # GUIDs only when names say nothing
+    elif fabric.spec.rails == 1:
+        assert values <= leaves  # a classic leaf group is its leaf, by the name on the rack
+    else:
+        assert all(re.fullmatch(r"p\d-ibleaf-\d\d-01\.\.\d\d", v) for v in values), values
+
+
+def test_rack_names_read_from_switch_descriptions(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(pods=2, sus=2, rails=4, hosts=2, spines=4, cores=2))
+    snap = snapshot(ibsim(fabric).discover(), tmp_path)
+    assert snap.nodes["p2-gpu-01-c02"] == {"block": "p2-ibspine-01..04", "leafgroup": "p2-ibleaf-01-01..04"}
+
+
+DAMAGED = Spec(pods=2, sus=3, rails=4, hosts=4, spines=4, cores=2, default_hosts=1, default_hcas=2,
+               cut_hca_links=2, cut_uplinks=2, slow_uplinks=2, seed=5)
+
+
+def test_damage_moves_no_host_and_is_reported(ibsim, tmp_path: Path) -> None:
+    fabric = build(DAMAGED)
+    truth = fabric.truth
+    snap = snapshot(ibsim(fabric).discover(), tmp_path)
+    assert_matches_truth(snap, fabric, truth.named_hosts())
+    text = "\n".join(messages(snap))
+    for guid in truth.default_hcas:  # each default-description HCA, with its GUID and leaf
+        assert re.search(rf"HCA 0x{guid:016x} .* on leaf p\d-ibleaf-\d\d-\d\d port \d+: host unknown", text)
+    for leaf, port in truth.cut_uplinks:
+        assert f"leaf {leaf} port {port}: no link" in text
+    for leaf, port, rate in truth.slow_links:
+        assert re.search(rf"leaf {leaf} port {port}: runs {rate}, expected 4xHDR", text)
+    for host, lost in truth.cut_hosts.items():
+        problems = [p.message for p in snap.problems if p.node == host]
+        assert any(f"no link to leaf {next(iter(lost))}" in m for m in problems), problems
+
+
+def test_guid_map_and_node_name_maps_place_default_hosts(ibsim, tmp_path: Path) -> None:
+    fabric = build(DAMAGED)
+    sim = ibsim(fabric)
+    everyone = set(fabric.truth.guids)
+    guid_map = tmp_path / "guids.yaml"
+    guid_map.write_text(yaml.safe_dump(fabric.guid_map()))
+    snap = snapshot(sim.discover(), tmp_path, guid_map=str(guid_map))
+    assert_matches_truth(snap, fabric, everyone)
+    assert not [m for m in messages(snap) if "host unknown" in m]
+    name_map = tmp_path / "node-name-map"
+    name_map.write_text(fabric.node_name_map())
+    renamed = sim.discover("--node-name-map", str(name_map))  # ibnetdiscover's own renaming
+    assert_matches_truth(snapshot(renamed, tmp_path), fabric, everyone)
+    assert_matches_truth(snapshot(sim.discover(), tmp_path, node_name_map=str(name_map)), fabric, everyone)
+
+
+def test_output_variants_give_one_snapshot(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(pods=2, sus=2, rails=2, hosts=3, spines=2, cores=2, slow_uplinks=1, default_hcas=1))
+    sim = ibsim(fabric)
+    plain = snapshot(sim.discover(), tmp_path).to_dict()
+    for args in (["-g"], ["--full"], ["-g", "--full"]):
+        assert snapshot(sim.discover(*args), tmp_path).to_dict() == plain, args
+
+
+def test_storage_hcas_are_left_out_by_pattern(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(pods=2, sus=3, rails=2, hosts=3, spines=2, cores=2, storage_leaves=2))
+    text = ibsim(fabric).discover()
+    mixed = snapshot(text, tmp_path)
+    assert any("select the compute HCAs with --hca-pattern" in m for m in messages(mixed))
+    compute = snapshot(text, tmp_path, hca_pattern=r"^mlx5_\d+$")
+    assert_matches_truth(compute, fabric, set(fabric.truth.guids))
+
+
+def test_cables_pulled_live_are_reported(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(sus=3, rails=4, hosts=4, spines=4))
+    sim = ibsim(fabric, console=True)
+    leaf = fabric.nodes["sw-p1-su2-r3"]
+    uplink = max(leaf.ports)
+    sim.unlink(leaf.id, uplink)
+    host_port = min(leaf.ports)
+    host = fabric.nodes[leaf.ports[host_port][0]].desc.split()[0]
+    sim.unlink(leaf.id, host_port)
+    snap = snapshot(sim.discover(), tmp_path)
+    assert_matches_truth(snap, fabric, set(fabric.truth.guids))
+    assert f"leaf {leaf.name} port {uplink}: no link" in "\n".join(messages(snap))
+    assert any(p.node == host and f"no link to leaf {leaf.name}" in p.message for p in snap.problems)
+
+
+def sysfs(guid: int) -> str:
+    """A GUID as /sys/class/infiniband/*/node_guid shows it: e09d:7303:0085:8d88."""
+    return ":".join(re.findall("....", f"{guid:016x}"))
+
+
+def test_kubernetes_nodes_with_annotations(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(pods=2, sus=2, rails=2, hosts=3, spines=2, cores=2, default_hosts=2, seed=3))
+    truth = fabric.truth
+    unnamed = set(truth.guids) - truth.named_hosts()
+    nodes = []
+    for host in sorted(truth.guids):
+        value = ",".join(f"{d}={sysfs(g)}" for d, g in truth.guids[host])
+        annotations = {"topolabel.dev/ib-node-guids": value} if host in unnamed else {}
+        nodes.append(Node(f"{host}.cluster.local" if host.endswith("c01") else host, annotations=annotations))
+    nodes.append(Node("cpu-only-01"))
+    snap = snapshot(ibsim(fabric).discover(), tmp_path, nodes)
+    placed = {n.name for n in nodes} - {"cpu-only-01"}
+    assert set(snap.nodes) == placed
+    short = {name: name.split(".")[0] for name in placed}
+    assert {frozenset(short[n] for n in g) for g in partition(snap, "leafgroup")} == \
+        truth_partition(truth.leafgroup, set(truth.guids))
+    assert [p.message for p in snap.problems if p.node == "cpu-only-01"] == [
+        f"no HCA in the InfiniBand fabric {tmp_path / 'fabric.ibnetdiscover'}: no HCA description names it and no "
+        "GUID is mapped to it; map its "
+        "GUID with --guid-map, --node-name-map or the topolabel.dev/ib-node-guids node annotation"]
+
+
+@pytest.mark.parametrize("seed", [1009, 2003, 3001, 4007, 5003, 6007])
+def test_random_fabrics_not_seen_before(seed: int, ibsim, tmp_path: Path) -> None:
+    fabric = build(random_spec(seed))
+    snap = snapshot(ibsim(fabric).discover(), tmp_path)
+    assert_matches_truth(snap, fabric, fabric.truth.named_hosts())
+    text = "\n".join(messages(snap))
+    assert all(f"HCA 0x{guid:016x}" in text for guid in fabric.truth.default_hcas)
+
+
+def test_run_calls_ibnetdiscover_here(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(pods=2, sus=2, rails=2, hosts=2, spines=2, cores=2))
+    sim = ibsim(fabric)
+    result = subprocess.run([sys.executable, "-m", "labeler.cli", "discover", "--source", "infiniband", "--run",
+                             "--ib-timeout", "60", "-o", "json"], env=sim.env(), capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == snapshot(sim.discover(), tmp_path).to_dict()
+    assert set(json.loads(result.stdout)["nodes"]) == set(fabric.truth.guids)
