@@ -95,6 +95,16 @@ class TopologyServer:
         """Give an instance its network node set (top-down); instances never placed are unsupported types."""
         self.fabric.topology[instance] = (tuple(network_nodes), capacity_block)
 
+    def place_tree(self, ids: list[str], top: str, per_leaf: int = 8, layers: int = 3) -> None:
+        """Place instances under layer-1 node `nn-<top>`: 4 leaves per spine, `per_leaf` instances per leaf,
+        and with `layers=4` two finest nodes per leaf (as p6-b200 types report)."""
+        for n, instance in enumerate(ids):
+            leaf = n // per_leaf
+            path = [f"nn-{top}", f"nn-{top}-s{leaf // 4}", f"nn-{top}-l{leaf}"]
+            if layers == 4:
+                path.append(f"nn-{top}-l{leaf}-e{n % 2}")
+            self.place(instance, path)
+
     def stop(self, region: str, ids: list[str]) -> None:
         self.client(region).stop_instances(InstanceIds=ids)
 

@@ -32,23 +32,13 @@ def run(server: TopologyServer, nodes: list[Node], **options: Any) -> Snapshot:
     return to_snapshot(found, level_keys(found.level_names))
 
 
-def spread(server: TopologyServer, ids: list[str], top: str, per_leaf: int = 8, layers: int = 3) -> None:
-    """Place instances under one layer-1 node, 4 leaves per spine, `per_leaf` instances per leaf."""
-    for n, instance in enumerate(ids):
-        leaf = n // per_leaf
-        path = [f"nn-{top}", f"nn-{top}-s{leaf // 4}", f"nn-{top}-l{leaf}"]
-        if layers == 4:
-            path.append(f"nn-{top}-l{leaf}-e{n % 2}")
-        server.place(instance, path)
-
-
 def test_cluster_over_three_regions_with_both_depths_and_every_unplaced_kind(topology_server: TopologyServer) -> None:
     s = topology_server
     s.fabric.stopped = "omit"
     east = s.launch("us-east-1", 250)  # more than 100 ids: three batches
-    spread(s, east, "east")
+    s.place_tree(east, "east")
     west = s.launch("us-west-2", 20, "p6-b200.48xlarge", zone="us-west-2b")
-    spread(s, west, "west", layers=4)
+    s.place_tree(west, "west", layers=4)
     eu = s.launch("eu-west-1", 3, "m5.large")  # a type without topology: never placed
     stopped = east[:2]
     s.stop("us-east-1", stopped)
@@ -73,7 +63,7 @@ def test_stopped_instances_listed_with_empty_network_nodes_are_problems(topology
     s = topology_server
     s.fabric.stopped = "empty"
     ids = s.launch("us-east-1", 4)
-    spread(s, ids, "a")
+    s.place_tree(ids, "a")
     s.stop("us-east-1", ids[:1])
     snap = run(s, nodes_for(ids, "us-east-1a", "n"))
     assert set(snap.nodes) == {"n-1", "n-2", "n-3"}
@@ -87,7 +77,7 @@ def test_calls_are_batches_plus_extra_pages_and_follow_the_api_rules(topology_se
     nodes = []
     for region, count in counts.items():
         ids = s.launch(region, count)
-        spread(s, ids, region)
+        s.place_tree(ids, region)
         nodes += nodes_for(ids, f"{region}a", region)
     snap = run(s, nodes)
     assert len(snap.nodes) == sum(counts.values()) and not snap.problems
@@ -102,8 +92,8 @@ def test_calls_are_batches_plus_extra_pages_and_follow_the_api_rules(topology_se
 def test_values_equal_what_eks_writes_so_the_sources_agree(topology_server: TopologyServer) -> None:
     s = topology_server
     ids = s.launch("us-east-1", 12) + s.launch("us-east-1", 4, "p6-b200.48xlarge")
-    spread(s, ids[:12], "x")
-    spread(s, ids[12:], "x", per_leaf=2, layers=4)
+    s.place_tree(ids[:12], "x")
+    s.place_tree(ids[12:], "x", per_leaf=2, layers=4)
     nodes = nodes_for(ids, "us-east-1a", "n")
     snap = run(s, nodes)
     labelled = []  # the same nodes as EKS labels them: one label per NetworkNodes element
@@ -131,7 +121,7 @@ def test_capacity_block_level(topology_server: TopologyServer) -> None:
 def test_a_region_without_the_api_is_a_problem_per_node(topology_server: TopologyServer) -> None:
     s = topology_server
     ok = s.launch("us-east-1", 3)
-    spread(s, ok, "ok")
+    s.place_tree(ok, "ok")
     far = s.launch("sa-east-1", 150)
     s.fail("sa-east-1", "UnsupportedOperation", "The functionality you requested is not available in this region.")
     snap = run(s, nodes_for(ok, "us-east-1a", "ok") + nodes_for(far, "sa-east-1a", "far"))
@@ -145,7 +135,7 @@ def test_unauthorized_is_one_error_naming_the_iam_action(topology_server: Topolo
     nodes = []
     for region in ("us-east-1", "eu-central-1"):
         ids = s.launch(region, 2)
-        spread(s, ids, region)
+        s.place_tree(ids, region)
         nodes += nodes_for(ids, f"{region}a", region)
         s.fail(region, "UnauthorizedOperation", "You are not authorized to perform this operation.", 403)
     with pytest.raises(SourceError) as err:
@@ -158,7 +148,7 @@ def test_unauthorized_is_one_error_naming_the_iam_action(topology_server: Topolo
 def test_throttling_is_retried(topology_server: TopologyServer) -> None:
     s = topology_server
     ids = s.launch("us-east-1", 5)
-    spread(s, ids, "t")
+    s.place_tree(ids, "t")
     s.throttle("us-east-1", 1)
     snap = run(s, nodes_for(ids, "us-east-1a", "t"))
     assert len(snap.nodes) == 5
@@ -179,7 +169,7 @@ def test_throttling_past_the_attempts_is_a_clear_error(topology_server: Topology
 def test_unknown_instances_are_set_aside_and_the_batch_asked_again(topology_server: TopologyServer) -> None:
     s = topology_server
     ids = s.launch("us-east-1", 3)
-    spread(s, ids, "k")
+    s.place_tree(ids, "k")
     ghost = "i-0123456789abcdef0"  # terminated long ago, or in another region
     snap = run(s, nodes_for(ids + [ghost], "us-east-1a", "k"))
     assert set(snap.nodes) == {"k-0", "k-1", "k-2"}
@@ -191,7 +181,7 @@ def test_default_region_and_region_label(topology_server: TopologyServer) -> Non
     s = topology_server
     a = s.launch("us-east-2", 1)
     b = s.launch("eu-north-1", 1)
-    spread(s, a + b, "r")
+    s.place_tree(a + b, "r")
     nodes = [Node(name="defaulted", provider_id=f"aws:////{a[0]}"),
              Node(name="labelled", provider_id=f"aws:////{b[0]}",
                   labels={"topology.kubernetes.io/region": "eu-north-1"})]
@@ -228,7 +218,7 @@ def test_cli_discover_prints_the_snapshot(topology_server: TopologyServer, tmp_p
                                 ("eu-west-1", 2, "m5.large")):
         ids = s.launch(region, count, kind)
         if kind != "m5.large":
-            spread(s, ids, region, layers=4 if kind.startswith("p6") else 3)
+            s.place_tree(ids, region, layers=4 if kind.startswith("p6") else 3)
         items += [node_object(f"{region}-{n}", f"aws:///{region}a/{i}") for n, i in enumerate(ids)]
     items.append(node_object("kind-worker", "kind://docker/kind/kind-worker"))
     nodes_file = tmp_path / "nodes.json"
