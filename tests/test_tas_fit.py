@@ -1,0 +1,237 @@
+"""`topolabel fit` against Kueue v0.19's TAS semantics, on clusters small enough to work out by hand.
+
+The main cluster (8 GPUs per node, one pod of 8 GPUs per node in most cases):
+
+    b1: r1 {n1, n2}   r2 {n3, n4}
+    b2: r3 {n5, n6, n7, n8}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kueue_config.capacity import free_capacity, parse_pods
+from kueue_config.fit import fit
+from kueue_config.tas_objects import Flavor
+from kueue_config.workloads import workload_of
+from labeler.cli import main
+from labeler.nodes import parse_nodes
+from tests.fake_kube_readonly import FakeKube
+from tests.tas_cluster import (BLOCK, GPU, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects,
+                               node, node_list, pod, pod_template)
+
+REQ = "kueue.x-k8s.io/podset-required-topology"
+PREF = "kueue.x-k8s.io/podset-preferred-topology"
+SLICE_LEVEL = "kueue.x-k8s.io/podset-slice-required-topology"
+SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
+GROUP = "kueue.x-k8s.io/podset-group-name"
+KEYS = (BLOCK, RACK, HOST)
+PLACES = {"n1": ("b1", "r1"), "n2": ("b1", "r1"), "n3": ("b1", "r2"), "n4": ("b1", "r2"),
+          "n5": ("b2", "r3"), "n6": ("b2", "r3"), "n7": ("b2", "r3"), "n8": ("b2", "r3")}
+TOLERATING = Flavor("gpus", {}, (GPU_TOLERATION,), "topo")
+
+
+def cluster(**overrides: dict[str, Any]) -> list[dict[str, Any]]:
+    """The main cluster, every node tainted for GPUs; `overrides[name]` replaces node() arguments."""
+    return [node(name, *PLACES[name], **{"taints": [GPU_TAINT], **overrides.get(name, {})}) for name in PLACES]
+
+
+def run(job: dict, nodes: list[dict], pods: list[dict] = (), keys=KEYS, flavors=(TOLERATING,)) -> dict:
+    parsed = parse_nodes(nodes, "test")
+    free = free_capacity(parsed, parse_pods(list(pods), "test"))
+    return fit(workload_of(job, "test"), parsed, free, "topo", keys, list(flavors)).to_dict()
+
+
+def placed(report: dict, podset: str | None = None) -> dict[str, int]:
+    return {n["node"]: n["pods"] for p in report["podsets"] if podset in (None, p["podset"]) for n in p["nodes"]}
+
+
+def test_required_block_takes_the_first_tightest_block() -> None:
+    # b1 and b2 both hold 4: equal, so the first by name; inside b1, racks r1 and r2 take 2 each.
+    report = run(batch_job(4, {REQ: BLOCK}), cluster())
+    assert report["fits"] and report["level"] == BLOCK and report["pods"] == 4
+    assert report["max_pods_in_one_domain"] == 4
+    assert report["domains"] == [{"values": ["b1"], "pods": 4}]
+    assert placed(report) == {"n1": 1, "n2": 1, "n3": 1, "n4": 1}
+
+
+def test_required_fails_with_kueues_message_preferred_spreads() -> None:
+    report = run(batch_job(5, {REQ: BLOCK}), cluster())
+    assert not report["fits"] and report["max_pods_in_one_domain"] == 4
+    assert report["message"] == 'topology "topo" allows to fit only 4 out of 5 pod(s)'
+    # Preferred: no block holds 5 and block is the top level, so Kueue spreads over blocks. Above the slice
+    # level (here the hostname) each step down pools the children of all chosen domains: racks r3 (4)
+    # and r1 (1 of 2); then nodes of r3 and r1 together, all holding 1, in name order: n1, n2, n5, n6, n7.
+    spread = run(batch_job(5, {PREF: BLOCK}), cluster())
+    assert spread["fits"] and spread["placed_level"] == BLOCK
+    assert placed(spread) == {"n1": 1, "n2": 1, "n5": 1, "n6": 1, "n7": 1}
+    assert spread["domains"] == [{"values": ["b1"], "pods": 2}, {"values": ["b2"], "pods": 3}]
+
+
+def test_preferred_climbs_a_level_when_not_ready_and_tainted_nodes_shrink_the_rack() -> None:
+    # r3 holds 4, so 3 pods fit in one rack: r3, the only rack with room for 3.
+    report = run(batch_job(3, {PREF: RACK}), cluster())
+    assert report["placed_level"] == RACK and placed(report) == {"n5": 1, "n6": 1, "n7": 1}
+    # n5 not Ready (left out entirely) and n6 tainted for maintenance (untolerated): r3 holds 2 like the
+    # others, so the rack level fails and Kueue climbs to block: b1 holds 4, b2 2 -> b1; r1 gives 2, r2 1.
+    drained = cluster(n5={"ready": False},
+                      n6={"taints": [GPU_TAINT, {"key": "maintenance", "value": "drain", "effect": "NoSchedule"}]})
+    report = run(batch_job(3, {PREF: RACK}), drained)
+    assert report["fits"] and report["placed_level"] == BLOCK
+    assert placed(report) == {"n1": 1, "n2": 1, "n3": 1}
+    assert report["nodes_counted"] == 7 and report["nodes_excluded"]["not_ready"] == 1
+    required = run(batch_job(3, {REQ: RACK}), drained)
+    assert not required["fits"] and required["max_pods_in_one_domain"] == 2
+    assert required["message"] == ('topology "topo" allows to fit only 2 out of 3 pod(s). Total nodes: 7; '
+                                   'excluded: taint "maintenance=drain:NoSchedule": 1')
+
+
+def test_taints_count_only_when_hostname_is_the_lowest_level() -> None:
+    job = batch_job(1, {REQ: RACK})
+    job["spec"]["template"]["spec"].pop("tolerations")
+    untolerating = Flavor("plain", {}, (), "topo")
+    report = run(job, cluster(), flavors=[untolerating])
+    assert report["message"] == ('topology "topo" doesn\'t allow to fit any of 1 pod(s). Total nodes: 8; '
+                                 'excluded: taint "nvidia.com/gpu=present:NoSchedule": 8')
+    assert run(job, cluster(), flavors=[TOLERATING])["fits"]  # the flavor's toleration is added to the pod's
+    # Without the hostname level Kueue checks no taints: the rack r1 (two nodes) is the leaf.
+    racks = run(job, cluster(), keys=(BLOCK, RACK), flavors=[untolerating])
+    assert racks["fits"] and racks["podsets"][0]["nodes"] == [{"domain": "b1/r1", "pods": 1}]
+
+
+def test_running_non_tas_pods_use_capacity_finished_and_unbound_ones_do_not() -> None:
+    pods = [pod("daemon", "n5", 8), pod("done", "n6", 8, phase="Succeeded"), pod("pending", None, 8),
+            pod("half", "n7", 4)]
+    report = run(batch_job(4, {REQ: RACK}), cluster(), pods)
+    # r3: n5 full, n6 free (finished pod), n7 half (no room for 8), n8 free -> 2; r1 2; r2 2.
+    assert not report["fits"] and report["max_pods_in_one_domain"] == 2
+    assert report["message"].startswith('topology "topo" allows to fit only 2 out of 4 pod(s)')
+    two = run(batch_job(2, {REQ: RACK}), cluster(), pods)
+    # r1, r2, r3 all hold exactly 2: the first by name, r1.
+    assert placed(two) == {"n1": 1, "n2": 1}
+
+
+def test_slices_keep_each_slice_in_one_rack() -> None:
+    # 4 GPUs per pod: 2 pods per node. Slices of 4 pods within a rack: r1 1, r2 1, r3 2; b1 2, b2 2.
+    job = batch_job(8, {REQ: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: "4"}, gpus=4)
+    report = run(job, cluster())
+    assert report["fits"] and placed(report) == {"n1": 2, "n2": 2, "n3": 2, "n4": 2}
+    # n4 half used: r2 holds 3 pods, no slice; b1 now 1 slice, b2 2 -> b2.
+    report = run(job, cluster(), [pod("other", "n4", 4)])
+    assert placed(report) == {"n5": 2, "n6": 2, "n7": 2, "n8": 2}
+    assert report["max_pods_in_one_domain"] == 8
+    three = run(batch_job(12, {REQ: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: "4"}, gpus=4), cluster(),
+                [pod("other", "n4", 4)])
+    assert three["message"] == 'topology "topo" allows to fit only 2 out of 3 slice(s)'
+
+
+def lws(replicas: int, level: str) -> dict[str, Any]:
+    ann = {REQ: level, GROUP: "leader-worker"}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "serve", "namespace": "team", "labels": {"kueue.x-k8s.io/queue-name": "gpu"}},
+            "spec": {"replicas": replicas, "leaderWorkerTemplate": {
+                "size": 4, "leaderTemplate": pod_template(annotations=ann), "workerTemplate": pod_template(annotations=ann)}}}
+
+
+def test_leader_and_workers_share_a_rack_and_replicas_queue_behind_each_other() -> None:
+    # One group = leader + 3 workers = 4 nodes: only r3 has 4. The leader takes the first node.
+    report = run(lws(1, RACK), cluster())
+    assert report["fits"]
+    assert placed(report, "leader") == {"n5": 1} and placed(report, "worker") == {"n6": 1, "n7": 1, "n8": 1}
+    # The second replica is another Workload: r3 is full (its 4 nodes count as excluded by GPUs), r1 and
+    # r2 have 2 nodes each.
+    report = run(lws(2, RACK), cluster())
+    assert not report["fits"]
+    assert [(p["workload"], p["podset"], p["fits"]) for p in report["podsets"]] == [
+        (0, "leader", True), (0, "worker", True), (1, "leader", False), (1, "worker", False)]
+    assert report["message"] == ('topology "topo" allows to fit only 2 out of 3 pod(s). Total nodes: 8; '
+                                 'excluded: resource "nvidia.com/gpu": 4')
+
+
+def test_only_flavor_nodes_with_every_level_label_count() -> None:
+    nodes = cluster(n1={"labels": {"pool": "a100"}}, n2={"unschedulable": True})
+    nodes.append(node("n9", None, "r9"))  # no block label
+    flavor = Flavor("h100", {"pool": "h100"}, (GPU_TOLERATION,), "topo")
+    for n in nodes:
+        n["metadata"]["labels"].setdefault("pool", "h100")
+    report = run(batch_job(1, {REQ: BLOCK}), nodes, flavors=[flavor])
+    assert report["nodes_excluded"] == {"not_ready": 0, "unschedulable": 1, "missing_level_labels": 1,
+                                        "other_flavor": 1}
+    assert report["nodes_counted"] == 6 and report["flavor"] == "h100"
+
+
+def test_flavors_are_tried_in_order_until_one_fits() -> None:
+    nodes = cluster()
+    for n in nodes:
+        n["metadata"]["labels"]["pool"] = "small" if n["metadata"]["name"] in ("n1", "n2") else "big"
+    small = Flavor("small", {"pool": "small"}, (GPU_TOLERATION,), "topo")
+    big = Flavor("big", {"pool": "big"}, (GPU_TOLERATION,), "topo")
+    report = run(batch_job(4, {REQ: BLOCK}), nodes, flavors=[small, big])
+    assert report["flavor"] == "big" and placed(report) == {"n5": 1, "n6": 1, "n7": 1, "n8": 1}
+
+
+def _files(tmp_path: Path, job: dict, nodes: list, pods: list) -> dict[str, Path]:
+    paths = {"job": tmp_path / "job.yaml", "nodes": tmp_path / "nodes.yaml", "pods": tmp_path / "pods.yaml",
+             "kueue": tmp_path / "kueue.yaml"}
+    paths["job"].write_text(yaml.safe_dump(job))
+    paths["nodes"].write_text(yaml.safe_dump(node_list(nodes)))
+    paths["pods"].write_text(yaml.safe_dump(node_list(pods) | {"items": pods}))
+    paths["kueue"].write_text(yaml.safe_dump_all(kueue_objects(list(KEYS), tolerations=[GPU_TOLERATION])))
+    return paths
+
+
+def test_fit_command_json_and_exit_codes(tmp_path: Path, capsys) -> None:
+    f = _files(tmp_path, batch_job(4, {REQ: RACK}), cluster(), [pod("d", "n5", 8)])
+    args = ["fit", str(f["job"]), "--nodes", str(f["nodes"]), "--pods", str(f["pods"]), "--kueue-dir", str(f["kueue"])]
+    assert main([*args, "-o", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert {k: report[k] for k in ("fits", "level", "pods", "max_pods_in_one_domain", "domains")} == {
+        "fits": False, "level": RACK, "pods": 4, "max_pods_in_one_domain": 3, "domains": []}
+    f["job"].write_text(yaml.safe_dump(batch_job(3, {REQ: RACK})))
+    assert main([*args, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["domains"] == [{"values": ["b2", "r3"], "pods": 3}] and report["flavor"] == "gpus"
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "fits" in out and "Topology topo" in out
+
+
+def test_fit_and_show_read_a_live_cluster(tmp_path: Path, capsys) -> None:
+    lists = {"/api/v1/nodes": cluster(), "/api/v1/pods": [pod("d", "n5", 8), pod("e", "n1", 8)]}
+    for obj in kueue_objects(list(KEYS), tolerations=[GPU_TOLERATION]):
+        plural = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
+                  "LocalQueue": "localqueues"}[obj["kind"]]
+        lists.setdefault(f"/apis/kueue.x-k8s.io/v1beta2/{plural}", []).append(obj)
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(batch_job(4, {REQ: RACK})))  # r1 1, r2 2, r3 3 free nodes
+    with FakeKube(lists) as kube:
+        config = str(kube.kubeconfig(tmp_path / "kubeconfig"))
+        assert main(["fit", str(job), "--kubeconfig", config, "-o", "json"]) == 1
+        report = json.loads(capsys.readouterr().out)
+        assert report["message"] == ('topology "topo" allows to fit only 3 out of 4 pod(s). Total nodes: 8; '
+                                     'excluded: resource "nvidia.com/gpu": 2')
+        assert main(["show", "--kubeconfig", config, "-o", "json", "--depth", "2"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        pod_queries = [q for path, q in kube.requests if path == "/api/v1/pods"]
+    assert pod_queries and pod_queries[0]["fieldSelector"] == ["status.phase!=Succeeded,status.phase!=Failed"]
+    assert [(d["name"], d["free"], d["total"]) for d in shown["domains"]] == [("b1", 24, 32), ("b2", 24, 32)]
+    assert [(r["name"], r["free"]) for r in shown["domains"][1]["children"]] == [("r3", 24)]
+
+
+def test_fit_without_a_kueue_setup_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    f = _files(tmp_path, batch_job(1, {REQ: RACK}), cluster(), [])
+    assert main(["fit", str(f["job"]), "--nodes", str(f["nodes"])]) == 2
+    assert "no Kueue set-up" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_nothing_to_place_still_answers(count: int) -> None:
+    job = batch_job(1, {REQ: RACK})
+    job["spec"]["parallelism"] = count
+    report = run(job, cluster())
+    assert report["fits"] is bool(count)
