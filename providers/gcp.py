@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote_plus
 
 from labeler.nodes import Node
@@ -35,6 +35,11 @@ PAGE_SIZE = 500  # the API's largest maxResults
 # Google's front ends and of the proxies between (often 8 KB).
 FILTER_BUDGET = 4000
 PARALLEL = 8  # list calls in flight
+# Partial responses (the X-Goog-FieldMask system parameter): a GKE node's instance carries tens of KB of
+# metadata (kube-env, disks, interfaces), of which topolabel needs four fields.
+_FIELDS = "name,machineType,status,resourceStatus/physicalHostTopology"
+ZONAL_FIELDS = f"items({_FIELDS}),nextPageToken"
+AGGREGATED_FIELDS = f"items/*/instances({_FIELDS}),nextPageToken"
 TIMEOUT = 60.0  # seconds per HTTP request
 
 _PROVIDER_ID = re.compile(r"^gce://([^/]*)/([^/]+)/([^/]+)$")
@@ -309,21 +314,10 @@ def list_call(client: Any, call: ListCall) -> tuple[list[tuple[InstanceRef, Inst
     nodes there become problems; denied permission and other failures stop the run with one clear line."""
     from google.api_core import exceptions as gexc
     from google.auth.exceptions import GoogleAuthError
-    from google.cloud import compute_v1
     from requests import RequestException
 
-    options = {"retry": _retry(), "timeout": TIMEOUT}
     try:
-        if call.zone:
-            request = compute_v1.ListInstancesRequest(project=call.project, zone=call.zone, filter=call.filter,
-                                                      max_results=PAGE_SIZE)
-            return [(InstanceRef(call.project, call.zone, i.name), _info(i))
-                    for i in client.list(request=request, **options)], None
-        request = compute_v1.AggregatedListInstancesRequest(project=call.project, filter=call.filter,
-                                                            max_results=PAGE_SIZE)
-        return [(InstanceRef(call.project, scope.rpartition("/")[2], i.name), _info(i))
-                for scope, scoped in client.aggregated_list(request=request, **options)
-                for i in scoped.instances], None
+        return [(InstanceRef(call.project, zone, i.name), _info(i)) for zone, i in _instances(client, call)], None
     except gexc.NotFound as exc:
         return [], f"{call.scope} not found ({_reason(exc)})"
     except (gexc.Forbidden, gexc.PermissionDenied) as exc:
@@ -342,8 +336,28 @@ def list_call(client: Any, call: ListCall) -> tuple[list[tuple[InstanceRef, Inst
         raise SourceError(f"gcp: cannot reach the Compute API at {client.api_endpoint}: {cause or exc}") from None
 
 
+def _instances(client: Any, call: ListCall) -> Iterator[tuple[str, Any]]:
+    """(zone, instance) over every page of one list. Instances are the raw protobuf messages under the
+    client's proto-plus wrappers, which would cost a third of the time for 10,000 instances."""
+    from google.cloud import compute_v1
+
+    fields = ZONAL_FIELDS if call.zone else AGGREGATED_FIELDS
+    options = {"retry": _retry(), "timeout": TIMEOUT, "metadata": [("x-goog-fieldmask", fields)]}
+    if call.zone:
+        request = compute_v1.ListInstancesRequest(project=call.project, zone=call.zone, filter=call.filter,
+                                                  max_results=PAGE_SIZE)
+        for page in client.list(request=request, **options).pages:
+            yield from ((call.zone, i) for i in compute_v1.InstanceList.pb(page).items)
+        return
+    request = compute_v1.AggregatedListInstancesRequest(project=call.project, filter=call.filter,
+                                                        max_results=PAGE_SIZE)
+    for page in client.aggregated_list(request=request, **options).pages:
+        for scope, scoped in compute_v1.InstanceAggregatedList.pb(page).items.items():
+            yield from ((scope.rpartition("/")[2], i) for i in scoped.instances)
+
+
 def _info(instance: Any) -> InstanceInfo:
-    """The fields topolabel needs, out of the client's proto-plus object (JSON `subblock` is `.subblock`)."""
+    """The fields topolabel needs from an Instance message (the API's JSON `subblock` is `.subblock`)."""
     topo = instance.resource_status.physical_host_topology
     return InstanceInfo(machine_type=instance.machine_type.rpartition("/")[2] or "unknown machine type",
                         status=instance.status or "unknown status",

@@ -26,6 +26,7 @@ BASE = "https://www.googleapis.com/compute/v1"
 ZONAL = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances$")
 AGGREGATED = re.compile(r"^/compute/v1/projects/([^/]+)/aggregated/instances$")
 NAME_FILTER = re.compile(r"""^\s*name\s+eq\s+(?:"([^"]*)"|'([^']*)'|(\S+))\s*$""")
+FIELD_PATH = re.compile(r"[A-Za-z_*][A-Za-z0-9_]*(?:/[A-Za-z_*][A-Za-z0-9_]*)*")
 MAX_RESULTS = 500
 
 
@@ -38,11 +39,16 @@ class Call:
     filter: str | None
     max_results: int | None
     page_token: str | None
+    fields: str | None = None
 
 
 def instance(project: str, zone: str, name: str, topology: dict[str, str] | None = None,
-             machine_type: str = "a3-megagpu-8g", status: str = "RUNNING") -> dict[str, Any]:
-    """An instance as the API serves it; `topology` is `physicalHostTopology` (keys as in the API JSON)."""
+             machine_type: str = "a3-megagpu-8g", status: str = "RUNNING", bulk: bool = False) -> dict[str, Any]:
+    """An instance as the API serves it; `topology` is `physicalHostTopology` (keys as in the API JSON).
+
+    `bulk` adds what a GKE node's instance also carries (kube-env metadata, disks, interfaces: ~10 KB),
+    which a client that asks for only the fields it needs never receives.
+    """
     body: dict[str, Any] = {
         "kind": "compute#instance",
         "id": str(zlib.crc32(f"{project}/{zone}/{name}".encode())),
@@ -54,7 +60,22 @@ def instance(project: str, zone: str, name: str, topology: dict[str, str] | None
     }
     if topology is not None:
         body["resourceStatus"] = {"physicalHostTopology": dict(topology)}
+    if bulk:
+        body.update(_BULK, labels={"goog-k8s-cluster-name": "train", "goog-k8s-node-pool-name": "a3-pool"})
     return body
+
+
+_BULK: dict[str, Any] = {
+    "metadata": {"kind": "compute#metadata", "items": [
+        {"key": "kube-env", "value": "\n".join(f"KUBE_SETTING_{i}: value-{i:04d}-" + "x" * 60 for i in range(110))},
+        {"key": "cluster-name", "value": "train"}, {"key": "cluster-location", "value": "us-central1"}]},
+    "disks": [{"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE", "boot": True,
+               "source": f"{BASE}/projects/p/zones/z/disks/d{i}", "diskSizeGb": "200", "interface": "NVME"}
+              for i in range(4)],
+    "networkInterfaces": [{"kind": "compute#networkInterface", "network": f"{BASE}/projects/p/global/networks/gpu-{i}",
+                           "subnetwork": f"{BASE}/projects/p/regions/r/subnetworks/gpu-{i}",
+                           "networkIP": f"10.{i}.0.2", "nicType": "MRDMA" if i else "GVNIC"} for i in range(9)],
+}
 
 
 @dataclass
@@ -80,6 +101,7 @@ class ComputeServer:
     issue: str | None = None
     metadata_project: str = "proj-metadata"
     calls: list[Call] = field(default_factory=list)
+    bytes_sent: int = 0  # list response bodies, to check that field masks keep them small
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -108,8 +130,9 @@ class ComputeServer:
             self._http.shutdown()
             self._http.server_close()
 
-    def respond(self, path: str, query: str, authorization: str | None = None) -> tuple[int, dict[str, Any]]:
-        """Status and JSON body for one GET; records the call."""
+    def respond(self, path: str, query: str, authorization: str | None = None,
+                fields: str | None = None) -> tuple[int, dict[str, Any]]:
+        """Status and JSON body for one GET (a partial response when `fields`, the field mask, is given)."""
         if self.token and authorization != f"Bearer {self.token}":
             return _error(401, "Request is missing required authentication credential.", "required")
         params = {k: v[-1] for k, v in parse_qs(query, keep_blank_values=True).items()}
@@ -120,7 +143,7 @@ class ComputeServer:
         raw_max = params.get("maxResults")
         asked = int(raw_max) if raw_max and raw_max.isdigit() else None
         with self._lock:
-            self.calls.append(Call(project, zone, params.get("filter"), asked, params.get("pageToken")))
+            self.calls.append(Call(project, zone, params.get("filter"), asked, params.get("pageToken"), fields))
             failure = self.fail.pop(0) if self.fail else None
         if failure is not None:
             return _error(failure, HTTPStatus(failure).phrase, "rateLimitExceeded" if failure == 429 else "backendError")
@@ -151,6 +174,12 @@ class ComputeServer:
             body.update(kind="compute#instanceAggregatedList", items=_scoped(scopes, page))
         if rest:
             body["nextPageToken"] = f"offset-{start + size}"
+        try:
+            body = select(body, parse_field_mask(fields)) if fields else body
+        except ValueError as exc:
+            return _error(400, f"Invalid field selection {fields!r}: {exc}", "invalidParameter")
+        with self._lock:
+            self.bytes_sent += len(json.dumps(body))
         return 200, body
 
     def count(self, project: str | None = None, zone: str | None = None, aggregated: bool | None = None) -> int:
@@ -160,6 +189,60 @@ class ComputeServer:
         return sum(1 for c in calls if (project is None or c.project == project)
                    and (zone is None or c.zone == zone)
                    and (aggregated is None or (c.zone is None) == aggregated))
+
+
+FieldTree = dict[str, "FieldTree | None"]
+
+
+def parse_field_mask(mask: str) -> FieldTree:
+    """The partial-response syntax: `a,b/c,d(e,f/g),items/*/instances(name)`; None means the whole value."""
+    tree, rest = _parse_fields(mask.replace(" ", ""), 0)
+    if rest != len(mask.replace(" ", "")):
+        raise ValueError(f"unexpected {mask[rest:]!r}")
+    return tree
+
+
+def _parse_fields(mask: str, pos: int) -> tuple[FieldTree, int]:
+    tree: FieldTree = {}
+    while True:
+        m = FIELD_PATH.match(mask, pos)
+        if not m:
+            raise ValueError(f"expected a field name at {mask[pos:pos + 20]!r}")
+        pos = m.end()
+        sub: FieldTree | None = None
+        if mask.startswith("(", pos):
+            sub, pos = _parse_fields(mask, pos + 1)
+            if not mask.startswith(")", pos):
+                raise ValueError("unbalanced parentheses")
+            pos += 1
+        for name in reversed(m.group(0).split("/")):
+            sub = {name: sub}
+        _merge(tree, sub)
+        if not mask.startswith(",", pos):
+            return tree, pos
+        pos += 1
+
+
+def _merge(tree: FieldTree, add: FieldTree) -> None:
+    for key, sub in add.items():
+        if key not in tree:
+            tree[key] = sub
+        elif tree[key] is not None and sub is not None:
+            _merge(tree[key], sub)
+        else:
+            tree[key] = None  # a whole field wins over a selection of its parts
+
+
+def select(value: Any, tree: FieldTree | None) -> Any:
+    """Keep the fields `tree` names; `*` stands for every key of a map (aggregated scopes)."""
+    if tree is None:
+        return value
+    if isinstance(value, list):
+        return [select(v, tree) for v in value]
+    if not isinstance(value, dict):
+        return value
+    keys = value if "*" in tree else [k for k in tree if k in value]
+    return {k: select(value[k], tree.get("*") if "*" in tree else tree[k]) for k in keys}
 
 
 def _name_matcher(expr: str):
@@ -230,7 +313,8 @@ def _handler(server: ComputeServer) -> type[BaseHTTPRequestHandler]:
             if parts.path == "/" or parts.path.startswith("/computeMetadata/"):
                 self._send(*_metadata(server, parts.path, self.headers.get("Metadata-Flavor")), metadata=True)
             else:
-                self._send(*server.respond(parts.path, parts.query, self.headers.get("Authorization")))
+                self._send(*server.respond(parts.path, parts.query, self.headers.get("Authorization"),
+                                           self.headers.get("X-Goog-FieldMask")))
 
         def _send(self, status: int, body: Any, metadata: bool = False) -> None:
             text = isinstance(body, str)

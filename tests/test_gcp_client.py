@@ -19,7 +19,8 @@ from labeler.cli import main
 from labeler.nodes import Node
 from labeler.placement import Discovery, level_keys, to_snapshot
 from providers.base import SourceContext, SourceError
-from providers.gcp import PAGE_SIZE, discover, node_refs, plan_calls, with_project
+from providers.gcp import (AGGREGATED_FIELDS, PAGE_SIZE, ZONAL_FIELDS, discover, node_refs, plan_calls,
+                           with_project)
 from tests.compute_server import ComputeServer, instance
 from tests.conftest import ROOT
 
@@ -82,6 +83,18 @@ def test_several_zones_and_projects(cluster) -> None:
     assert server.count() == expected_calls(nodes) == 2
     assert server.count("proj-one", aggregated=True) == 1 and server.count("proj-two", "europe-west4-b") == 1
     assert all(c.max_results == PAGE_SIZE and c.filter.startswith('name eq "') for c in server.calls)
+    assert {c.fields for c in server.calls} == {ZONAL_FIELDS, AGGREGATED_FIELDS}
+
+
+def test_responses_carry_only_the_fields_needed() -> None:
+    """GKE instances carry ~14 KB each (kube-env, disks, NICs); the field mask leaves ~260 bytes."""
+    bodies = [instance("proj-one", f"zone-{i % 3}", f"n-{i}", topo("c", "b", f"s{i % 4}", f"h{i}"), bulk=True)
+              for i in range(300)]
+    nodes = [gce_node("proj-one", f"zone-{i % 3}", f"n-{i}") for i in range(300)]
+    with ComputeServer(bodies) as server:
+        _, snap = run(server, nodes)
+    assert len(snap.nodes) == 300
+    assert server.count() == 1 and server.bytes_sent < 300 * 400
 
 
 def test_subblock_and_host_come_from_the_api_json(cluster) -> None:
