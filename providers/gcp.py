@@ -31,12 +31,12 @@ PERMISSION = "compute.instances.list"
 READONLY_SCOPE = "https://www.googleapis.com/auth/compute.readonly"
 
 PAGE_SIZE = 500  # the API's largest maxResults
-# URL-encoded characters of one filter: the request line stays near 4 KB, far below the URL limits of
-# Google's front ends and of the proxies between (often 8 KB).
+# URL-encoded characters of one filter: Compute has been reported to reject filters over about 4 KB
+# (kubernetes/kubernetes#27741), and proxies on the way often cap URLs at 8 KB.
 FILTER_BUDGET = 4000
 PARALLEL = 8  # list calls in flight
-# Partial responses (the X-Goog-FieldMask system parameter): a GKE node's instance carries tens of KB of
-# metadata (kube-env, disks, interfaces), of which topolabel needs four fields.
+# Partial responses (the X-Goog-FieldMask system parameter): an instance record runs to several KB
+# (a GKE node's kube-env metadata, disks, interfaces), of which topolabel needs four fields.
 _FIELDS = "name,machineType,status,resourceStatus/physicalHostTopology"
 ZONAL_FIELDS = f"items({_FIELDS}),nextPageToken"
 AGGREGATED_FIELDS = f"items/*/instances({_FIELDS}),nextPageToken"
