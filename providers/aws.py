@@ -17,7 +17,7 @@ import argparse
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from labeler.nodes import Node
 from labeler.placement import Discovery, pad_depths
@@ -104,7 +104,7 @@ def discover(ctx: SourceContext) -> Discovery:
     clients = {region: _client(session, region, opts.endpoint_url) for region in sorted(wanted)}
     answers, failures = per_region(lambda region: read_region(clients[region], wanted[region]), wanted)
     if failures:
-        raise SourceError(failure_message(failures))  # re-raises what is not an AWS error (a bug)
+        raise SourceError(failure_message(failures))
     place(discovery, targets, answers, opts.capacity_block_level)
     return discovery
 
@@ -217,7 +217,10 @@ def add_capacity_blocks(discovery: Discovery, blocks: Mapping[str, str | None]) 
 
 
 def failure_message(failures: Mapping[str, Exception]) -> str:
-    """One error for every region that could not answer, naming the IAM action when that is the cause."""
+    """One error for every region that could not answer, naming the IAM action when that is the cause.
+
+    A failure that is not an AWS error is a bug: it is raised again, traceback and all.
+    """
     from botocore.exceptions import BotoCoreError, ClientError
 
     for exc in failures.values():
@@ -246,7 +249,7 @@ def _said(exc: Exception) -> str:
 
 
 def _reason(exc: Exception) -> str:
-    from botocore.exceptions import NoCredentialsError
+    from botocore.exceptions import ConnectionError, HTTPClientError, NoCredentialsError
 
     code = _code(exc)
     if code in _BAD_CREDENTIALS:
@@ -259,7 +262,9 @@ def _reason(exc: Exception) -> str:
     if isinstance(exc, NoCredentialsError):
         return ("no AWS credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an "
                 "instance or pod role")
-    return f"cannot reach EC2: {exc}"
+    if isinstance(exc, (ConnectionError, HTTPClientError)):
+        return f"cannot reach EC2: {exc}"
+    return f"the AWS client failed: {exc}"
 
 
 # --- the AWS edge -------------------------------------------------------------------------------------
@@ -280,17 +285,17 @@ def _client(session: Any, region: str, endpoint_url: str | None) -> "BaseClient"
     return session.create_client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
 
 
-def per_region(fn: Callable[[str], RegionAnswer], regions: Sequence[str] | Mapping[str, Any]
+def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str]
                ) -> tuple[dict[str, RegionAnswer], dict[str, Exception]]:
     """`fn(region)` for every region in a thread pool: the answers and the failures per region.
 
     Failures are collected, not raised at the first, so one error can name every region that failed.
     """
-    regions = sorted(regions)
+    ordered = sorted(regions)
     answers: dict[str, RegionAnswer] = {}
     failures: dict[str, Exception] = {}
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_REGIONS_IN_FLIGHT, len(regions)))) as pool:
-        futures = {region: pool.submit(fn, region) for region in regions}
+    with ThreadPoolExecutor(max_workers=max(1, min(MAX_REGIONS_IN_FLIGHT, len(ordered)))) as pool:
+        futures = {region: pool.submit(fn, region) for region in ordered}
         for region, future in futures.items():
             try:
                 answers[region] = future.result()

@@ -91,7 +91,7 @@ class TopologyServer:
                                                   InstanceType=instance_type, Placement=placement)
         return [i["InstanceId"] for i in reply["Instances"]]
 
-    def place(self, instance: str, network_nodes: tuple[str, ...] | list[str], capacity_block: str | None = None) -> None:
+    def place(self, instance: str, network_nodes: list[str], capacity_block: str | None = None) -> None:
         """Give an instance its network node set (top-down); instances never placed are unsupported types."""
         self.fabric.topology[instance] = (tuple(network_nodes), capacity_block)
 

@@ -199,7 +199,8 @@ def test_no_credentials_is_a_clear_error(topology_server: TopologyServer, monkey
     assert not topology_server.calls
 
 
-def test_unreachable_endpoint_is_a_clear_error(topology_server: TopologyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_endpoint_is_a_clear_error(topology_server: TopologyServer,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     nodes = [Node(name="n", provider_id="aws:///us-east-1a/i-0abc")]
     with pytest.raises(SourceError, match="cannot reach EC2"):
