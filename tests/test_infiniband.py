@@ -1,0 +1,219 @@
+"""The InfiniBand source's pure parts, and the real captures in ../shared/fabrics."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from labeler.config import Config
+from labeler.model import Snapshot
+from labeler.nodes import Node
+from labeler.pipeline import discover
+from providers.base import SourceContext, SourceError
+from providers.infiniband import discover as ib_discover
+from providers.infiniband.hosts import describe, guid_map_from
+from providers.infiniband.names import group_name, switch_label, switch_names, unique_names
+from providers.infiniband.parse import parse_guid, parse_ibnetdiscover, parse_node_name_map, parse_rate
+
+from tests.conftest import SHARED
+
+NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
+GB200 = SHARED / "fabrics" / "gb200-self-only.ibnetdiscover"
+
+# One leaf, one spine, two HCAs, in the three spellings of a GUID: `S-`/`H-` ids zero-padded to 16 digits,
+# `switchguid=` and the parenthesised port GUIDs without padding. With -g's `[ext N]` and Chassis lines.
+SMALL = """#
+# Topology file: generated on Mon Nov 30 02:03:31 2026
+Chassis 1 (guid 0x2c9030000abcd)
+Non-Chassis Nodes
+
+vendid=0x2c9
+switchguid=0x2c90300001234(2c90300001234)	#
+Switch	36 "S-0002c90300001234"		# "MF0;R1-LEAF-01:MQM8790/U1" enhanced port 0 lid 3 lmc 0
+[1][ext 1]	"H-0002c90300005670"[1](2c90300005671) 		# "node-a mlx5_0" lid 7 4xHDR
+[2]	"H-0002c90300005680"[1](2c90300005681) 		# "MT4129 ConnectX7   Mellanox Technologies" lid 8 4xHDR s=5 w=2 v=4
+[35]	"S-0002c90300009999"[1][ext 3]		# "R1-SPINE-01" lid 1 1xHDR
+
+switchguid=0x2c90300009999(2c90300009999)
+Switch	36 "S-0002c90300009999"		# "R1-SPINE-01" base port 0 lid 1 lmc 0
+[1]	"S-0002c90300001234"[35]		# "MF0;R1-LEAF-01:MQM8790/U1" lid 3 1xHDR
+
+caguid=0x2c90300005670
+Ca	1 "H-0002c90300005670"		# "node-a mlx5_0"
+[1](2c90300005671) 	"S-0002c90300001234"[1]		# lid 7 lmc 0 "MF0;R1-LEAF-01:MQM8790/U1" lid 3 4xHDR
+
+caguid=0x2c90300005680
+Ca	1 "H-0002c90300005680"		# "MT4129 ConnectX7   Mellanox Technologies"
+[1](2c90300005681) 	"S-0002c90300001234"[2]		# lid 8 lmc 0 "MF0;R1-LEAF-01:MQM8790/U1" lid 3 4xHDR
+"""
+
+
+def test_guids_are_compared_as_integers() -> None:
+    graph = parse_ibnetdiscover(SMALL, "small")
+    assert set(graph.nodes) == {0x2C90300001234, 0x2C90300009999, 0x2C90300005670, 0x2C90300005680}
+    assert graph.number_of_edges() == 3  # each cable once, though both ends list it
+    assert graph.nodes[0x2C90300005670]["port_guids"] == {1: 0x2C90300005671}
+    (_, _, uplink), = graph.edges(0x2C90300009999, data=True)
+    assert uplink["ends"] == {0x2C90300001234: 35, 0x2C90300009999: 1}
+    assert (uplink["width"], uplink["speed"]) == (1, "HDR")
+    assert parse_guid("0x0002c90300001234") == parse_guid("2c90300001234") == parse_guid("0002:c903:0000:1234")
+
+
+def test_node_name_map_renames_like_ibnetdiscover_does() -> None:
+    names = parse_node_name_map('# comment\n0x2c90300005680 "node-b mlx5_0"  # fixed\n\n0x2c90300009999 spine-1\n',
+                                "map")
+    assert names == {0x2C90300005680: "node-b mlx5_0", 0x2C90300009999: "spine-1"}
+    graph = parse_ibnetdiscover(SMALL, "small", names)
+    assert graph.nodes[0x2C90300005680]["desc"] == "node-b mlx5_0"
+    assert graph.nodes[0x2C90300009999]["desc"] == "spine-1"
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("Switch\t36 \"S-0002c90300001234\"\t\t# \"x\" base port 0 lid 1 lmc 0\n[1]\tgarbage\n",
+     "t:2: cannot read port line '[1]\\tgarbage'"),
+    ("[1]\t\"S-0002c90300001234\"[1]\t\t# \"x\" lid 1 4xHDR\n", "t:1: port line before any Switch or Ca line"),
+    ("CA    : 0x0002c90300005670 ports 1 devid 0x0 vendid 0x0 \"node-a mlx5_0\"\n", "t: no Switch or Ca records"),
+    ("Switch\tmany \"S-1\"\n", "t:1: cannot read node line"),
+])
+def test_bad_input_is_one_clear_error(text: str, fragment: str) -> None:
+    with pytest.raises(SourceError) as err:
+        parse_ibnetdiscover(text, "t")
+    assert fragment in str(err.value)
+
+
+def test_rates() -> None:
+    assert parse_rate("4xNDR") == (4, "NDR")
+    assert parse_rate("1xFDR10") == (1, "FDR10")
+    assert parse_rate("?????") == (None, None) and parse_rate("4x???") == (None, None)
+
+
+def test_switch_names_are_readable_and_unique() -> None:
+    assert switch_label("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1") == "a09-p1-ibleaf-04-04"
+    assert switch_label("R1-SPINE-01") == "r1-spine-01"
+    assert switch_label("Quantum Mellanox Technologies") is None
+    names = switch_names({1: "MF0;LEAF-1:MQM8790/U1", 2: "Quantum Mellanox Technologies", 3: "dup", 0x2C: "dup"})
+    assert names == {1: "leaf-1", 2: "sw-0000000000000002", 3: "sw-0000000000000003", 0x2C: "sw-000000000000002c"}
+
+
+def test_group_names_show_the_range() -> None:
+    assert group_name(["a09-p1-ibleaf-01-01", "a09-p1-ibleaf-02-01", "a09-p1-ibleaf-04-01"]) == "a09-p1-ibleaf-01..04-01"
+    assert group_name(["leaf-2", "leaf-10"]) == "leaf-2..10"
+    assert group_name(["leaf1", "spine-3"]) == "leaf1-and-1-more"
+    names = unique_names({"x": ["l-1", "l-2", "l-4"], "y": ["l-1", "l-3", "l-4"], "z": ["q"]})
+    assert names["z"] == "q" and names["x"] != names["y"] and all(n.startswith("l-1..4-") for n in (names["x"], names["y"]))
+
+
+@pytest.mark.parametrize("desc, expected", [
+    ("a08-p1-dgx-04-c01 mlx5_5", ("a08-p1-dgx-04-c01", "mlx5_5", "")),
+    ("gpu-001", ("gpu-001", None, "")),
+    ("MT4129 ConnectX7   Mellanox Technologies", (None, None, "default description, no host name")),
+    ("localhost HCA-1", (None, "HCA-1", "description names the generic host 'localhost'")),
+])
+def test_host_from_description(desc: str, expected: tuple) -> None:
+    assert describe(desc) == expected
+
+
+def test_guid_map_entries() -> None:
+    found = guid_map_from({"gpu-1": ["mlx5_0=0x2c90300005680", "e09d:7303:0085:8d88"], "gpu-2": "mlx5_1=zz, 0x1f",
+                           "gpu-3": 0x2C90300005690}, "m.yaml")
+    assert found.owners[0x2C90300005680].node == "gpu-1" and found.owners[0x2C90300005680].device == "mlx5_0"
+    assert found.owners[0xE09D730300858D88].device is None
+    assert found.owners[0x1F].node == "gpu-2" and found.owners[0x2C90300005690].node == "gpu-3"
+    assert found.errors == [("gpu-2", "m.yaml: 'zz' is not a GUID")]
+    with pytest.raises(ValueError, match="m.yaml: expected a mapping of node name to GUIDs"):
+        guid_map_from(["gpu-1"], "m.yaml")
+
+
+def test_annotation_maps_a_default_description_hca(tmp_path: Path) -> None:
+    path = tmp_path / "small"
+    path.write_text(SMALL)
+    nodes = [Node("node-a"), Node("node-b", annotations={"topolabel.dev/ib-node-guids": "mlx5_0=0002:c903:0000:5681"})]
+    snap = discover(Config(), "infiniband", {"ibnetdiscover": str(path)}, nodes)
+    assert snap.nodes == {"node-a": {"leafgroup": "r1-leaf-01"}, "node-b": {"leafgroup": "r1-leaf-01"}}
+    assert not [p for p in snap.problems if "host unknown" in p.message or p.node]
+
+
+def ndr_snapshot() -> Snapshot:
+    return discover(Config(), "infiniband", {"ibnetdiscover": str(NDR)}, [])
+
+
+def ndr_hcas() -> list[tuple[str, str, str, int]]:
+    """(GUID, description, leaf name, leaf port) of every HCA, read from the capture's Ca records."""
+    found, record = [], None
+    for line in NDR.read_text().splitlines():
+        head = re.match(r'^Ca\s+\d+\s+"H-([0-9a-f]+)"\s+# "(.*)"', line)
+        if head:
+            record = head.groups()
+        port = re.match(r'^\[\d+\]\([0-9a-f]+\)\s+"S-[0-9a-f]+"\[(\d+)\].*"MF0;([^:]+):', line)
+        if record and port:
+            found.append((record[0], record[1], port.group(2).lower(), int(port.group(1))))
+            record = None
+    return found
+
+
+def test_ndr_capture_places_every_host_its_hcas_name() -> None:
+    snap = ndr_snapshot()
+    hcas = ndr_hcas()
+    assert len(hcas) == 582
+    hosts = {desc.split()[0] for _, desc, _, _ in hcas
+             if not desc.startswith("MT4129") and "Aggregation Node" not in desc}
+    assert {"localhost", "ubuntu"} <= hosts  # boot-time host names that name no host
+    assert set(snap.nodes) == hosts - {"localhost", "ubuntu"}
+    assert [lv.name for lv in snap.levels] == ["leafgroup"]
+    shape = snap.problems[0].message
+    assert shape.startswith("fabric shape: 2-level fat tree (31 leaves, 9 spines)") and "rail-optimised" in shape
+
+
+def test_ndr_capture_groups_each_scalable_unit() -> None:
+    """Each DGX row is cabled to one set of rail leaves; HCA-5/HCA-6 swapped on one host changes nothing."""
+    snap = ndr_snapshot()
+    rows: dict[str, set[str]] = defaultdict(set)
+    for host in snap.nodes:
+        if "-dgx-" in host:
+            rows[host.rsplit("-", 1)[0]].add(host)
+    groups: dict[str, set[str]] = defaultdict(set)
+    for host, values in snap.nodes.items():
+        if "-dgx-" in host:
+            groups[values["leafgroup"]].add(host)
+    assert sorted(map(sorted, groups.values())) == sorted(map(sorted, rows.values()))
+    assert snap.nodes["a07-p1-dgx-03-c05"]["leafgroup"] == "a09-p1-ibleaf-01..04-03"
+    assert snap.nodes["b08-p1-dgx-08-c01"] == snap.nodes["b08-p1-dgx-08-c04"]
+
+
+def test_ndr_capture_reports_each_unnamed_hca_with_guid_and_leaf() -> None:
+    text = "\n".join(p.message for p in ndr_snapshot().problems if p.node is None)
+    unnamed = [(g, d, leaf, port) for g, d, leaf, port in ndr_hcas()
+               if d.startswith(("MT4129", "localhost ", "ubuntu "))]
+    assert len(unnamed) == 69 + 5
+    for guid, desc, leaf, port in unnamed:
+        assert f"HCA 0x{guid} ({desc!r}) on leaf {leaf} port {port}: host unknown" in text
+
+
+def test_gb200_capture_yields_no_topology_and_says_why() -> None:
+    with pytest.raises(SourceError) as err:
+        ib_discover(SourceContext(options={"ibnetdiscover": str(GB200)}))
+    message = str(err.value)
+    assert message.startswith(f"{GB200}: no switch in the fabric; the discovery saw only 'dgx-gb200-n01-c1 HCA-1' "
+                              "(0xb8e92403009ca838), so it yields no topology")
+
+
+def test_options_are_checked() -> None:
+    for options, fragment in [({}, "give either --ibnetdiscover FILE"),
+                              ({"ibnetdiscover": "f", "run_ibnetdiscover": True}, "not both"),
+                              ({"ibnetdiscover": "f", "hca_pattern": "mlx5_["}, "hca_pattern: Value error, not a regular expression"),
+                              ({"ibnetdiscover": "f", "ib_timeout": 0}, "ib_timeout: Input should be greater than 0")]:
+        with pytest.raises(SourceError, match=re.escape(fragment)):
+            ib_discover(SourceContext(options=options, origin="cfg"))
+
+
+def test_guid_map_problems_name_the_node(tmp_path: Path) -> None:
+    (tmp_path / "small").write_text(SMALL)
+    (tmp_path / "map.yaml").write_text("node-b: [mlx5_0=0x2c90300005680, nonsense]\n")
+    found = ib_discover(SourceContext(options={"ibnetdiscover": str(tmp_path / "small"),
+                                               "guid_map": str(tmp_path / "map.yaml")}))
+    assert set(found.paths) == {"node-a", "node-b"}
+    assert [(p.node, p.message) for p in found.problems if p.node] == [
+        ("node-b", f"{tmp_path / 'map.yaml'}: 'nonsense' is not a GUID")]
