@@ -118,6 +118,17 @@ def parse_pods(data: Any, origin: str) -> list[PodUsage]:
     return out
 
 
+def allocatable(nodes: Sequence[Node]) -> dict[str, Resources]:
+    """Each node's allocatable in Kueue's units, by node name."""
+    out = {}
+    for node in nodes:
+        try:
+            out[node.name] = resource_list(node.allocatable)
+        except ValueError as exc:
+            raise TopologyError(f"node {node.name}: {exc}") from None
+    return out
+
+
 def free_capacity(nodes: Sequence[Node], pods: Iterable[PodUsage]) -> dict[str, Resources]:
     """Allocatable minus what bound pods request, per node name (pods on unknown nodes are ignored)."""
     used: dict[str, Resources] = defaultdict(dict)
@@ -125,23 +136,20 @@ def free_capacity(nodes: Sequence[Node], pods: Iterable[PodUsage]) -> dict[str, 
         _add(used[pod.node], pod.requests)
         if pod.tas:
             _add(used[pod.node], {PODS: 1})
-    free = {}
-    for node in nodes:
-        try:
-            capacity = resource_list(node.allocatable)
-        except ValueError as exc:
-            raise TopologyError(f"node {node.name}: {exc}") from None
-        for key, value in used.get(node.name, {}).items():
+    free = allocatable(nodes)
+    for name, capacity in free.items():
+        for key, value in used.get(name, {}).items():
             capacity[key] = capacity.get(key, 0) - value
-        free[node.name] = capacity
     return free
 
 
-def count_in(requests: Mapping[str, int], capacity: Mapping[str, int]) -> tuple[int, str]:
-    """How many times `requests` fit in `capacity`, and the resource that limits it (Kueue's CountIn)."""
+def count_in(requests: Sequence[tuple[str, int]], capacity: Mapping[str, int]) -> tuple[int, str]:
+    """How many times `requests` fit in `capacity`, and the resource that limits it (Kueue's CountIn).
+
+    `requests` are (name, amount) pairs sorted by name, so ties name the first resource, as Kueue does.
+    """
     best, limiting = None, ""
-    for name in sorted(requests):
-        need = requests[name]
+    for name, need in requests:
         fits = 2**31 - 1 if need == 0 else max(0, capacity.get(name, 0) // need)
         if best is None or fits < best:
             best, limiting = fits, name

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from labeler.nodes import Node
 
-from .capacity import (PODS, Resources, affinity_matches, count_in, pod_requests, resource_list, taint_string,
+from .capacity import (PODS, Resources, affinity_matches, count_in, pod_requests, taint_string,
                        untolerated_taint)
 from .objects import HOSTNAME
 from .tas_objects import Flavor
@@ -121,7 +121,8 @@ class TASTree:
     """Kueue's topology tree for one flavor: counted nodes placed by their level labels."""
 
     def __init__(self, keys: Sequence[str], nodes: Iterable[Node], free: Mapping[str, Resources],
-                 flavor_labels: Mapping[str, str] | None = None) -> None:
+                 flavor_labels: Mapping[str, str] | None = None,
+                 totals: Mapping[str, Resources] | None = None) -> None:
         self.keys = tuple(keys)
         self.hostname_lowest = self.keys[-1] == HOSTNAME
         self.levels: list[dict[tuple[str, ...], Domain]] = [{} for _ in self.keys]
@@ -138,9 +139,9 @@ class TASTree:
             elif any(k not in node.labels for k in self.keys):
                 self.excluded.missing_level_labels += 1
             else:
-                self._add(node, free.get(node.name, {}))
+                self._add(node, free.get(node.name, {}), (totals or {}).get(node.name, {}))
 
-    def _add(self, node: Node, free: Resources) -> None:
+    def _add(self, node: Node, free: Resources, total: Resources) -> None:
         values = tuple(node.labels[k] for k in self.keys)
         leaf_id = values[-1] if self.hostname_lowest else "/".join(values)
         leaf = self.leaves.get(leaf_id)
@@ -152,7 +153,7 @@ class TASTree:
         leaf.node_count += 1
         for key, value in free.items():
             leaf.free[key] = leaf.free.get(key, 0) + value
-        for key, value in resource_list(node.allocatable).items():
+        for key, value in total.items():
             leaf.total[key] = leaf.total.get(key, 0) + value
 
     def _parent(self, values: tuple[str, ...]) -> Domain | None:
@@ -177,8 +178,10 @@ class TASTree:
 
 
 def build_tree(keys: Sequence[str], nodes: Iterable[Node], free: Mapping[str, Resources],
-               flavor_labels: Mapping[str, str] | None = None) -> TASTree:
-    tree = TASTree(keys, nodes, free, flavor_labels)
+               flavor_labels: Mapping[str, str] | None = None,
+               totals: Mapping[str, Resources] | None = None) -> TASTree:
+    """The tree for one flavor; `totals` (allocatable per node) only when totals are shown."""
+    tree = TASTree(keys, nodes, free, flavor_labels, totals)
     tree.link()
     return tree
 
@@ -249,35 +252,39 @@ class Placer:
         self.assumed = assumed
 
     # phase 1 ------------------------------------------------------------------------------------------
-    def _feasible(self, leaf: Leaf, spec: Mapping[str, Any], stats: Stats) -> bool:
+    def _feasible(self, leaf: Leaf, tolerations: Sequence[Mapping[str, Any]], selector: Mapping[str, Any],
+                  affinity: Mapping[str, Any] | None, stats: Stats) -> bool:
         if not self.tree.hostname_lowest or leaf.node is None:
             return True
         node = leaf.node
-        taint = untolerated_taint(node.taints, [*(spec.get("tolerations") or []), *self.flavor_tolerations])
+        taint = untolerated_taint(node.taints, tolerations)
         if taint is not None:
             key = taint_string(taint)
             stats.taints[key] = stats.taints.get(key, 0) + 1
             return False
-        selector = spec.get("nodeSelector") or {}
         if any(node.labels.get(k) != str(v) for k, v in selector.items()):
             stats.node_selector += 1
             return False
-        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution")
         if not affinity_matches(node.labels, affinity):
             stats.affinity += 1
             return False
         return True
 
     def fill(self, workers: PodSetRequest, leader: PodSetRequest | None, slice_idx: int, stats: Stats) -> None:
-        needs = {**workers.requests, PODS: workers.requests.get(PODS, 0) + 1}
-        leader_needs = {**leader.requests, PODS: leader.requests.get(PODS, 0) + 1} if leader else None
+        needs = sorted({**workers.requests, PODS: workers.requests.get(PODS, 0) + 1}.items())
+        leader_map = {**leader.requests, PODS: leader.requests.get(PODS, 0) + 1} if leader else None
+        leader_needs = sorted(leader_map.items()) if leader_map else None
+        spec = workers.spec  # Kueue checks the workers' template for the whole group
+        tolerations = [*(spec.get("tolerations") or []), *self.flavor_tolerations]
+        selector = spec.get("nodeSelector") or {}
+        affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution")
         for level in self.tree.levels:
             for domain in level.values():
                 domain.reset()
         stats.total += len(self.tree.leaves)
         for leaf in self.tree.leaves.values():
-            if not self._feasible(leaf, workers.spec, stats):
+            if not self._feasible(leaf, tolerations, selector, affinity, stats):
                 continue
             remaining = _sub(leaf.free, self.assumed.get(leaf.id))
             leaf.pods, limiting = count_in(needs, remaining)
@@ -285,7 +292,7 @@ class Placer:
                 stats.resources[limiting] = stats.resources.get(limiting, 0) + 1
             if leader_needs is not None and count_in(leader_needs, remaining)[0] > 0:
                 leaf.leaders = 1
-                remaining = _sub(remaining, leader_needs)
+                remaining = _sub(remaining, leader_map)
             leaf.pods_wl = count_in(needs, remaining)[0]
         for root in self.tree.roots:
             self._roll_up(root, 0, slice_idx, workers.slice_size, leader is not None)

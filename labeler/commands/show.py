@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from kueue_config.capacity import free_capacity
+from kueue_config.capacity import allocatable, free_capacity
 from kueue_config.fit import build_tree
 from kueue_config.render_tree import domain_views, rich_tree
 from kueue_config.svg import render_svg
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             raise TopologyError(f"no ResourceFlavor {args.flavor!r}; known: {', '.join(sorted(ctx.setup.flavors))}")
         labels = ctx.setup.flavors[args.flavor].node_labels
     nodes, notes = placed_nodes(nodes, ctx.snapshot)
-    tree = build_tree(keys, nodes, free_capacity(nodes, running_pods(args)), labels)
+    tree = build_tree(keys, nodes, free_capacity(nodes, running_pods(args)), labels, allocatable(nodes))
     views = domain_views(tree, args.resource, args.depth)
     title = f"Topology {name}" + (f", flavor {args.flavor}" if args.flavor else "")
     if args.svg:

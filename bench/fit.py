@@ -1,0 +1,113 @@
+"""Benchmark: `topolabel fit` on 10,000 nodes and 50,000 running pods, time per query.
+
+Synthetic GKE-shaped cluster (hack/synth.py: blocks x subblocks x hosts, 8 GPUs per node, GPU taint) with
+topolabel's level labels applied and 5 pods per node on average, most of them small, some holding whole
+GPUs, so free capacity varies. Timed separately: reading nodes and pods into free capacity (once per
+invocation of the command), building the flavor's tree, and each query (phase 1 and 2 of Kueue's
+algorithm for one job), median of several runs.
+
+Run: python -m bench.fit [--nodes N] [--pods P] [--repeat R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from typing import Any, Callable
+
+from bench.table import print_table
+from hack.synth import H100, gke_cluster
+from kueue_config.capacity import free_capacity, parse_pods
+from kueue_config.fit import build_tree, fit
+from kueue_config.objects import HOSTNAME
+from kueue_config.tas_objects import Flavor
+from kueue_config.workloads import workload_of
+from labeler.nodes import parse_nodes
+
+KEYS = ("topolabel.dev/block", "topolabel.dev/subblock", HOSTNAME)
+TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def cluster(nodes: int) -> list[dict[str, Any]]:
+    """`nodes` nodes as 8 hosts per subblock and 16 subblocks per block, topolabel's labels applied."""
+    hosts, subblocks = 8, 16
+    blocks = -(-nodes // (hosts * subblocks))
+    items, truth = gke_cluster(blocks, subblocks, hosts, pools=(H100,))
+    items = items[:nodes]
+    for item in items:
+        block, sub, _ = truth[item["metadata"]["name"]]
+        item["metadata"]["labels"].update({KEYS[0]: block[:12], KEYS[1]: sub[:12]})
+    return items
+
+
+def pods(node_items: list[dict[str, Any]], count: int, seed: int = 7) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    names = [n["metadata"]["name"] for n in node_items]
+    out = []
+    for i in range(count):
+        gpus = rng.choice([1, 2, 4, 8]) if i % 10 == 0 else 0  # one pod in ten holds GPUs
+        requests = {"cpu": rng.choice(["100m", "250m", "1", "4"]), "memory": rng.choice(["128Mi", "1Gi", "8Gi"])}
+        if gpus:
+            requests["nvidia.com/gpu"] = str(gpus)
+        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "ns"},
+                    "spec": {"nodeName": rng.choice(names), "containers": [{"name": "c", "resources": {"requests": requests}}]},
+                    "status": {"phase": "Running"}})
+    return out
+
+
+def job(pods_count: int, annotations: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "bench"},
+            "spec": {"parallelism": pods_count, "template": {
+                "metadata": {"annotations": annotations},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"},
+                                                                     "requests": {"cpu": "16", "memory": "64Gi"}}}],
+                         "tolerations": [TOLERATION]}}}}
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--pods", type=int, default=50_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    node_items = cluster(args.nodes)
+    pod_items = pods(node_items, args.pods)
+
+    def load():
+        parsed = parse_nodes(node_items, "bench")
+        return parsed, free_capacity(parsed, parse_pods(pod_items, "bench"))
+
+    load_s, (nodes, free) = timed(load, args.repeat)
+    tree_s, _ = timed(lambda: build_tree(KEYS, nodes, free), args.repeat)
+    flavor = Flavor("h100", {}, (TOLERATION,), "topo")
+    queries = {
+        "required block, 64 pods": job(64, {"kueue.x-k8s.io/podset-required-topology": KEYS[0]}),
+        "preferred subblock, 64 pods": job(64, {"kueue.x-k8s.io/podset-preferred-topology": KEYS[1]}),
+        "required block, 64 pods, slices of 4 per subblock": job(64, {
+            "kueue.x-k8s.io/podset-required-topology": KEYS[0],
+            "kueue.x-k8s.io/podset-slice-required-topology": KEYS[1], "kueue.x-k8s.io/podset-slice-size": "4"}),
+        "required block, 4096 pods (does not fit)": job(4096, {"kueue.x-k8s.io/podset-required-topology": KEYS[0]}),
+        "unconstrained, 1000 pods": job(1000, {"kueue.x-k8s.io/podset-unconstrained-topology": "true"}),
+    }
+    rows = [{"step": "read nodes + pods, free capacity", "fits": "-", "median s": f"{load_s:.3f}"},
+            {"step": "build tree (one flavor)", "fits": "-", "median s": f"{tree_s:.3f}"}]
+    for name, manifest in queries.items():
+        workload = workload_of(manifest, "bench")
+        seconds, report = timed(lambda w=workload: fit(w, nodes, free, "topo", KEYS, [flavor]), args.repeat)
+        rows.append({"step": f"query: {name}", "fits": str(report.fits), "median s": f"{seconds:.3f}"})
+    print_table(f"fit: {len(nodes)} nodes, {len(pod_items)} pods, {args.repeat} runs each", rows)
+
+
+if __name__ == "__main__":
+    main()
