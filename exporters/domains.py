@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from functools import cmp_to_key
 from typing import Iterable, Mapping
 
 from labeler.model import Snapshot, TopologyError, check_tree
 
-from .hostlist import natcmp
+_DIGITS = re.compile(r"(\d+)")
 
-natural = cmp_to_key(natcmp)
+
+def natural(text: str) -> tuple[object, ...]:
+    """A sort key that orders numbers by value (`leaf2` before `leaf10`); readable, stable output order."""
+    return tuple((0, int(part), len(part)) if part.isdigit() else (1, part, 0) for part in _DIGITS.split(text))
 
 
 @dataclass

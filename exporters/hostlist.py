@@ -13,6 +13,7 @@ The rules follow Slurm's `src/common/hostlist.c` (`hostlist_uniq`, then `hostlis
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import cmp_to_key
 from typing import Iterable
@@ -129,10 +130,25 @@ def _numbers(r: _Range) -> str:
     return text + (f"-{r.hi:0{r.width}d}" if r.hi > r.lo else "")
 
 
+def _sorted(names: Iterable[str]) -> list[_Range]:
+    """Ranges in Slurm's order: prefixes first (few, compared naturally), then numbers within each prefix."""
+    by_prefix: dict[tuple[str, bool], list[_Range]] = defaultdict(list)
+    for name in set(names):
+        r = _parse(name)
+        by_prefix[(r.prefix, r.single)].append(r)
+    prefixes = sorted(by_prefix, key=cmp_to_key(lambda a, b: natcmp(a[0], b[0]) or b[1] - a[1]))
+    out = []
+    for prefix in prefixes:
+        group = by_prefix[prefix]
+        same_width = len({r.width for r in group}) == 1
+        out += sorted(group, key=(lambda r: r.lo) if same_width else cmp_to_key(_order))
+    return out
+
+
 def compress(names: Iterable[str]) -> str:
     """The Slurm hostlist expression for `names` (duplicates merged); empty for no names."""
     ranges: list[_Range] = []
-    for r in sorted((_parse(n) for n in names), key=cmp_to_key(_order)):
+    for r in _sorted(names):
         if not (ranges and _join(ranges[-1], r)):
             ranges.append(r)
     parts, i = [], 0

@@ -43,7 +43,7 @@ _TRAILING_DIGITS = re.compile(r"\d+$")
 
 @dataclass(frozen=True)
 class NameRule:
-    """How a Kubernetes node name becomes a Slurm NodeName: a regex substitution, then cutting the domain."""
+    """How a Kubernetes node name becomes a Slurm NodeName: the first regex match replaced, then the domain cut."""
 
     pattern: str = ""
     replacement: str = ""
@@ -67,7 +67,7 @@ class NameRule:
         name = node
         if self.pattern:
             try:
-                name = re.sub(self.pattern, self.replacement, name)
+                name = re.sub(self.pattern, self.replacement, name, count=1)
             except (re.error, IndexError) as exc:
                 raise TopologyError(f"--slurm-name {self.pattern}={self.replacement}: {exc}") from None
         return name.split(".", 1)[0] if self.strip_domain else name
