@@ -97,11 +97,11 @@ class RegionAnswer:
 
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(AwsOptions, ctx)
-    session = _session()
+    session, profile_region, attempts = _session()
     discovery = Discovery(NAME, ())
-    targets = locate(ctx.nodes, opts.region or session.get_config_variable("region"), discovery)
+    targets = locate(ctx.nodes, opts.region or profile_region, discovery)
     wanted = instances_by_region(targets)
-    clients = {region: _client(session, region, opts.endpoint_url) for region in sorted(wanted)}
+    clients = {region: _client(session, region, opts.endpoint_url, attempts) for region in wanted}
     answers, failures = per_region(lambda region: read_region(clients[region], wanted[region]), wanted)
     if failures:
         raise SourceError(failure_message(failures))
@@ -269,20 +269,31 @@ def _reason(exc: Exception) -> str:
 
 # --- the AWS edge -------------------------------------------------------------------------------------
 
-def _session() -> Any:
+def _session() -> tuple[Any, str | None, int]:
+    """botocore's session (boto3's default credential chain), the profile's region and attempts per call."""
     import botocore.session
+    from botocore.exceptions import BotoCoreError
 
-    return botocore.session.get_session()
+    session = botocore.session.get_session()
+    try:
+        region = session.get_config_variable("region")
+        attempts = int(session.get_config_variable("max_attempts") or DEFAULT_ATTEMPTS)
+    except (BotoCoreError, ValueError) as exc:  # a missing AWS_PROFILE, a malformed max_attempts
+        raise SourceError(f"aws: cannot read the AWS configuration: {exc}") from None
+    return session, region, attempts
 
 
-def _client(session: Any, region: str, endpoint_url: str | None) -> "BaseClient":
+def _client(session: Any, region: str, endpoint_url: str | None, attempts: int) -> "BaseClient":
     """An EC2 client with adaptive retries: client-side rate limiting plus backoff on RequestLimitExceeded."""
     from botocore.config import Config
+    from botocore.exceptions import BotoCoreError
 
-    attempts = int(session.get_config_variable("max_attempts") or DEFAULT_ATTEMPTS)
     config = Config(retries={"mode": "adaptive", "total_max_attempts": attempts},
                     user_agent_extra="topolabel", connect_timeout=10, read_timeout=60)
-    return session.create_client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
+    try:
+        return session.create_client("ec2", region_name=region, endpoint_url=endpoint_url, config=config)
+    except (BotoCoreError, ValueError) as exc:  # a malformed --endpoint-url or region name
+        raise SourceError(f"aws: cannot make an EC2 client for {region}: {exc}") from None
 
 
 def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str]

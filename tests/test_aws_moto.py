@@ -207,6 +207,17 @@ def test_unreachable_endpoint_is_a_clear_error(topology_server: TopologyServer,
         discover(SourceContext(nodes=nodes, options={"endpoint_url": "http://127.0.0.1:9"}))
 
 
+def test_configuration_mistakes_are_one_line_errors(topology_server: TopologyServer,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [Node(name="n", provider_id="aws:///us-east-1a/i-0abc")]
+    with pytest.raises(SourceError, match="cannot make an EC2 client for us-east-1: Invalid endpoint: nonsense"):
+        discover(SourceContext(nodes=nodes, options={"endpoint_url": "nonsense"}))
+    monkeypatch.setenv("AWS_PROFILE", "nowhere")
+    with pytest.raises(SourceError, match="cannot read the AWS configuration: .*nowhere"):
+        run(topology_server, nodes)
+    assert not topology_server.calls
+
+
 def node_object(name: str, provider_id: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {}},
             "spec": {"providerID": provider_id}}
