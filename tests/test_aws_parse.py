@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
+from labeler.model import TopologyError
 from labeler.nodes import Node
 from labeler.placement import Discovery, level_keys, to_snapshot
 from providers.aws import (MAX_IDS, Placement, RegionAnswer, Target, batches, failure_message, instances_by_region,
@@ -151,3 +152,11 @@ def test_other_failures_are_grouped_by_reason() -> None:
 def test_a_bug_is_not_dressed_up_as_an_aws_error() -> None:
     with pytest.raises(KeyError):
         failure_message({"a": KeyError("x")})
+
+
+def test_a_capacity_block_across_network_nodes_is_not_a_tree() -> None:
+    targets = [Target("u1", "i-1", "r"), Target("u2", "i-2", "r")]
+    answer = RegionAnswer({"i-1": Placement(("a", "b", "c"), "cr-1"), "i-2": Placement(("a", "b", "d"), "cr-1")})
+    found = placed(targets, {"r": answer}, capacity_block=True)
+    with pytest.raises(TopologyError, match="capacity-block 'cr-1' sits under more than one layer-3"):
+        to_snapshot(found, level_keys(found.level_names))
