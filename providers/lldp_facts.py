@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from labeler.model import TopologyError
 
@@ -49,16 +49,16 @@ class Neighbor:
 
 def parse_json0(data: Any, origin: str) -> tuple[Neighbor, ...]:
     """Neighbours from parsed `lldpcli -f json0 show neighbors` output; `origin` names it in errors."""
-    top = data.get("lldp") if isinstance(data, Mapping) else None
+    top = data.get("lldp") if isinstance(data, dict) else None
     if not isinstance(top, list):
         raise TopologyError(f"{origin}: not `lldpcli -f json0 show neighbors` output (no 'lldp' list)")
     neighbors = []
     for block in top:
-        entries = block.get("interface", []) if isinstance(block, Mapping) else None
+        entries = block.get("interface", []) if isinstance(block, dict) else None
         if not isinstance(entries, list):
             raise TopologyError(f"{origin}: 'lldp[].interface' must be a list (was it printed with -f json0?)")
         for i, entry in enumerate(entries):
-            if not isinstance(entry, Mapping) or not entry.get("name"):
+            if not isinstance(entry, dict) or not entry.get("name"):
                 raise TopologyError(f"{origin}: lldp interface entry {i} has no 'name'")
             chassis, port = _first(entry.get("chassis")), _first(entry.get("port"))
             neighbors.append(Neighbor(
@@ -72,8 +72,8 @@ def parse_json0(data: Any, origin: str) -> tuple[Neighbor, ...]:
     return tuple(sorted(neighbors))
 
 
-def _first(items: Any) -> Mapping[str, Any]:
-    return items[0] if isinstance(items, list) and items and isinstance(items[0], Mapping) else {}
+def _first(items: Any) -> dict[str, Any]:
+    return items[0] if isinstance(items, list) and items and isinstance(items[0], dict) else {}
 
 
 def _value(items: Any) -> str:
@@ -89,19 +89,23 @@ def to_json(neighbors: Iterable[Neighbor]) -> str:
 
 def from_facts(data: Any, origin: str) -> tuple[Neighbor, ...]:
     """Neighbours from the facts format (already parsed)."""
-    rows = data.get("neighbors") if isinstance(data, Mapping) else None
+    rows = data.get("neighbors") if isinstance(data, dict) else None
     if not isinstance(rows, list) or data.get("version") != VERSION:
         raise TopologyError(f"{origin}: expected {{\"version\": {VERSION}, \"neighbors\": [...]}}")
     neighbors = []
     for i, row in enumerate(rows):
-        if not isinstance(row, Mapping) or not row.get("interface"):
+        if not isinstance(row, dict) or not row.get("interface"):
             raise TopologyError(f"{origin}: neighbors[{i}] has no 'interface'")
-        neighbor = Neighbor(str(row["interface"]), *(str(row.get(k) or "").strip()
-                                                    for k in ("chassisName", "chassisId", "portId", "portDescr")))
+        neighbor = Neighbor(str(row["interface"]), _text(row.get("chassisName")), _text(row.get("chassisId")),
+                            _text(row.get("portId")), _text(row.get("portDescr")))
         if not neighbor.switch:
             raise TopologyError(f"{origin}: neighbors[{i}] has neither chassisName nor chassisId")
         neighbors.append(neighbor)
-    return tuple(sorted(neighbors))
+    return tuple(neighbors)  # in the order given: the agent writes them sorted
+
+
+def _text(value: Any) -> str:
+    return str(value).strip() if value else ""
 
 
 def read_facts(text: str, origin: str) -> tuple[Neighbor, ...]:
@@ -110,6 +114,6 @@ def read_facts(text: str, origin: str) -> tuple[Neighbor, ...]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TopologyError(f"{origin}: not valid JSON: {exc}") from None
-    if isinstance(data, Mapping) and "lldp" in data:
+    if isinstance(data, dict) and "lldp" in data:
         return parse_json0(data, origin)
     return from_facts(data, origin)
