@@ -65,10 +65,10 @@ def print_report(workload: Workload, report: FitReport) -> None:
     for p in report.podsets:
         request = f"{p.mode} {p.level or ''}".strip()
         where = ", ".join("/".join(d["values"]) + f" ({d['pods']})" for d in p.domains) or "-"
-        detail = ", ".join(f"{n.get('node') or n.get('domain')}:{n['pods']}" for n in p.nodes[:8])
-        if len(p.nodes) > 8:
-            detail += f" ... {len(p.nodes)} in all"
-        prefix = f"{p.workload}/" if len(workload.podsets) and workload.workloads > 1 else ""
+        detail = ", ".join(f"{n.get('node') or n.get('domain')}:{n['pods']}" for n in p.nodes[:3])
+        if len(p.nodes) > 3:
+            detail += f" and {len(p.nodes) - 3} more (-o json lists all)"
+        prefix = f"{p.workload}/" if workload.workloads > 1 else ""
         table.add_row(prefix + p.podset, str(p.pods), request, where if p.fits else "-",
                       str(p.max_pods_in_one_domain), detail if p.fits else f"[red]{p.message}[/]")
     con.print(table)

@@ -58,7 +58,10 @@ def read_kueue_objects(path: str) -> list[dict[str, Any]]:
 
 
 def _uses_cluster(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "kubeconfig", None) or getattr(args, "context", None))
+    """A cluster was named, or nodes come from the default kubeconfig (fit and show without --nodes)."""
+    if getattr(args, "kubeconfig", None) or getattr(args, "context", None):
+        return True
+    return hasattr(args, "nodes") and not args.nodes
 
 
 @dataclass
