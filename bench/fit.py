@@ -105,7 +105,8 @@ def main() -> None:
     for name, manifest in queries.items():
         workload = workload_of(manifest, "bench")
         seconds, report = timed(lambda w=workload: fit(w, nodes, free, "topo", KEYS, [flavor]), args.repeat)
-        rows.append({"step": f"query: {name}", "fits": str(report.fits), "median s": f"{seconds:.3f}"})
+        rows.append({"step": f"query (tree + placement): {name}", "fits": str(report.fits),
+                     "median s": f"{seconds:.3f}"})
     print_table(f"fit: {len(nodes)} nodes, {len(pod_items)} pods, {args.repeat} runs each", rows)
 
 
