@@ -114,17 +114,21 @@ def describe(desc: str) -> tuple[str | None, str | None, str]:
 
 def host_hcas(graph: nx.MultiGraph) -> tuple[list[Hca], int]:
     """Every host HCA with its switch links, and how many SHARP aggregation nodes were left out."""
+    kinds = dict(graph.nodes(data="kind"))
+    links: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    for u, v, data in graph.edges(data=True):
+        for ca, switch in ((u, v), (v, u)):
+            if kinds[ca] == "ca" and kinds[switch] == "switch":
+                links[ca].append((switch, data["ends"][switch], data["ends"][ca]))
     hcas, aggregation = [], 0
-    for guid, data in graph.nodes(data=True):
+    for guid, data in sorted(graph.nodes(data=True)):
         if data["kind"] != "ca":
             continue
         if AGGREGATION in data["desc"].lower():
             aggregation += 1
             continue
-        links = sorted((peer, d["ends"][peer], d["ends"][guid]) for _, peer, d in graph.edges(guid, data=True)
-                       if graph.nodes[peer]["kind"] == "switch")
-        hcas.append(Hca(guid, data["desc"], tuple(data["port_guids"].values()), links))
-    return sorted(hcas, key=lambda h: h.guid), aggregation
+        hcas.append(Hca(guid, data["desc"], tuple(data["port_guids"].values()), sorted(links[guid])))
+    return hcas, aggregation
 
 
 def assign_owners(hcas: Sequence[Hca], guids: GuidMap, resolve: Callable[[str], str | None]) -> list[str]:

@@ -10,7 +10,7 @@ Only connected ports appear in `ibnetdiscover` output, so only cabled, active li
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from functools import lru_cache
 
 import networkx as nx
 
@@ -18,6 +18,7 @@ from providers.base import SourceError
 
 KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 ID_KINDS = {"S": "switch", "H": "ca", "R": "router"}
+_NODE_LINES = tuple(KINDS)
 # Slowest first: a link is degraded when its speed ranks below the fabric's usual one.
 SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 
@@ -43,6 +44,7 @@ def parse_guid(text: str) -> int:
     return int(digits, 16)
 
 
+@lru_cache(maxsize=256)
 def parse_rate(token: str) -> tuple[int | None, str | None]:
     """`4xNDR` -> (4, "NDR"); `??` / `???` parts (unknown to ibnetdiscover) -> None."""
     match = _RATE.match(token)
@@ -58,81 +60,90 @@ def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = N
     Bad port or node lines are a `SourceError` naming `origin` and the line number; other lines
     (vendid=, Chassis headers, comments, ibwarn noise) carry nothing the topology needs.
     """
-    graph = nx.MultiGraph()
-    peer_desc: dict[int, str] = {}
-    linked: dict[tuple[int, int], tuple[int, int]] = {}
-    current: int | None = None
+    records = _Records(origin)
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.startswith("["):
-            if current is None:
-                raise SourceError(f"{origin}:{lineno}: port line before any Switch or Ca line")
-            _add_port(graph, current, line, f"{origin}:{lineno}", linked, peer_desc)
-        elif line.startswith(tuple(KINDS)):
-            current = _add_node(graph, line, f"{origin}:{lineno}")
-    if not graph:
+            records.port(line, lineno)
+        elif line.startswith(_NODE_LINES):
+            records.node(line, lineno)
+    if not records.nodes:
         raise SourceError(f"{origin}: no Switch or Ca records; expected `ibnetdiscover` topology output "
                           "(plain, -g or --full)")
-    _settle_descriptions(graph, peer_desc, names or {})
+    records.settle_descriptions(names or {})
+    graph = nx.MultiGraph()
+    graph.add_nodes_from(records.nodes.items())  # in bulk: networkx's per-call bookkeeping is the slow part
+    graph.add_edges_from(records.edges)
     return graph
 
 
-def _add_node(graph: nx.MultiGraph, line: str, where: str) -> int:
-    match = _HEADER.match(line.rstrip())
-    if not match:
-        raise SourceError(f"{where}: cannot read node line {line.strip()[:100]!r}")
-    guid = int(match["guid"], 16)
-    kind = KINDS[match["type"]]
-    if guid in graph and graph.nodes[guid].get("nports") is not None:
-        raise SourceError(f"{where}: node {match['kind']}-{match['guid']} is listed twice")
-    _ensure(graph, guid, kind, where)
-    graph.nodes[guid].update(nports=int(match["nports"]), desc=(match["desc"] or "").strip())
-    return guid
+class _Records:
+    """Nodes and cables as the lines describe them; each cable is listed at both ends and kept once."""
 
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.nodes: dict[int, dict] = {}
+        self.edges: list[tuple[int, int, dict]] = []
+        self.peer_desc: dict[int, str] = {}
+        self.linked: dict[tuple[int, int], tuple[int, int]] = {}
+        self.current: int | None = None
 
-def _ensure(graph: nx.MultiGraph, guid: int, kind: str, where: str) -> None:
-    if guid not in graph:
-        graph.add_node(guid, kind=kind, desc="", nports=None, port_guids={})
-    elif graph.nodes[guid]["kind"] != kind:
-        raise SourceError(f"{where}: GUID {guid:#x} is both a {graph.nodes[guid]['kind']} and a {kind}")
+    def node(self, line: str, lineno: int) -> None:
+        match = _HEADER.match(line.rstrip())
+        if not match:
+            raise SourceError(f"{self.origin}:{lineno}: cannot read node line {line.strip()[:100]!r}")
+        guid = int(match["guid"], 16)
+        data = self._ensure(guid, KINDS[match["type"]], lineno)
+        if data["nports"] is not None:
+            raise SourceError(f"{self.origin}:{lineno}: node {match['kind']}-{match['guid']} is listed twice")
+        data.update(nports=int(match["nports"]), desc=(match["desc"] or "").strip())
+        self.current = guid
 
+    def _ensure(self, guid: int, kind: str, lineno: int) -> dict:
+        data = self.nodes.get(guid)
+        if data is None:
+            data = self.nodes[guid] = {"kind": kind, "desc": "", "nports": None, "port_guids": {}}
+        elif data["kind"] != kind:
+            raise SourceError(f"{self.origin}:{lineno}: GUID {guid:#x} is both a {data['kind']} and a {kind}")
+        return data
 
-def _add_port(graph: nx.MultiGraph, node: int, line: str, where: str,
-              linked: dict[tuple[int, int], tuple[int, int]], peer_desc: dict[int, str]) -> None:
-    match = _PORT.match(line)
-    if not match:
-        raise SourceError(f"{where}: cannot read port line {line.strip()[:100]!r}")
-    port, rport = int(match["port"]), int(match["rport"])
-    remote = int(match["rguid"], 16)
-    _ensure(graph, remote, ID_KINDS[match["rkind"]], where)
-    if match["pguid"]:
-        graph.nodes[node]["port_guids"][port] = int(match["pguid"], 16)
-    if match["rpguid"]:
-        graph.nodes[remote]["port_guids"][rport] = int(match["rpguid"], 16)
-    peer_desc.setdefault(remote, match["rdesc"].strip())
-    here, there = (node, port), (remote, rport)
-    if here in linked:
-        if linked[here] != there:
-            raise SourceError(f"{where}: port {port} of {node:#x} is listed as cabled to both "
-                              f"{linked[here][0]:#x}[{linked[here][1]}] and {remote:#x}[{rport}]")
-        return  # the other end already described this cable
-    width, speed = parse_rate(match["rate"])
-    linked[here], linked[there] = there, here
-    graph.add_edge(node, remote, ends={node: port, remote: rport}, width=width, speed=speed)
+    def port(self, line: str, lineno: int) -> None:
+        if self.current is None:
+            raise SourceError(f"{self.origin}:{lineno}: port line before any Switch or Ca line")
+        match = _PORT.match(line)
+        if not match:
+            raise SourceError(f"{self.origin}:{lineno}: cannot read port line {line.strip()[:100]!r}")
+        node, port, rport = self.current, int(match["port"]), int(match["rport"])
+        remote = int(match["rguid"], 16)
+        remote_data = self._ensure(remote, ID_KINDS[match["rkind"]], lineno)
+        if match["pguid"]:
+            self.nodes[node]["port_guids"][port] = int(match["pguid"], 16)
+        if match["rpguid"]:
+            remote_data["port_guids"][rport] = int(match["rpguid"], 16)
+        self.peer_desc.setdefault(remote, match["rdesc"].strip())
+        here, there = (node, port), (remote, rport)
+        if here in self.linked:
+            if self.linked[here] != there:
+                seen = self.linked[here]
+                raise SourceError(f"{self.origin}:{lineno}: port {port} of {node:#x} is listed as cabled to both "
+                                  f"{seen[0]:#x}[{seen[1]}] and {remote:#x}[{rport}]")
+            return  # the other end already described this cable
+        width, speed = parse_rate(match["rate"])
+        self.linked[here], self.linked[there] = there, here
+        self.edges.append((node, remote, {"ends": {node: port, remote: rport}, "width": width, "speed": speed}))
 
+    def settle_descriptions(self, names: dict[int, str]) -> None:
+        """One description per node: a node-name-map entry, else what its peers print, else its own header.
 
-def _settle_descriptions(graph: nx.MultiGraph, peer_desc: dict[int, str], names: dict[int, str]) -> None:
-    """One description per node: a node-name-map entry, else what its peers print, else its own header.
-
-    `ibnetdiscover --node-name-map` renames switch headers and every remote name on port lines, but prints
-    a CA's own header with its raw description; the peers' view is therefore the renamed one.
-    """
-    for guid, data in graph.nodes(data=True):
-        if guid in names:
-            data["desc"] = names[guid]
-        elif data["kind"] == "switch":
-            data["desc"] = data["desc"] or peer_desc.get(guid, "")
-        else:
-            data["desc"] = peer_desc.get(guid) or data["desc"]
+        `ibnetdiscover --node-name-map` renames switch headers and every remote name on port lines, but
+        prints a CA's own header with its raw description; the peers' view is therefore the renamed one.
+        """
+        for guid, data in self.nodes.items():
+            if guid in names:
+                data["desc"] = names[guid]
+            elif data["kind"] == "switch":
+                data["desc"] = data["desc"] or self.peer_desc.get(guid, "")
+            else:
+                data["desc"] = self.peer_desc.get(guid) or data["desc"]
 
 
 def parse_node_name_map(text: str, origin: str) -> dict[int, str]:
@@ -151,11 +162,3 @@ def parse_node_name_map(text: str, origin: str) -> dict[int, str]:
             raise SourceError(f"{origin}:{lineno}: {exc}") from None
         names[guid] = (match["quoted"] if match["quoted"] is not None else match["bare"]).strip()
     return names
-
-
-def switches(graph: nx.MultiGraph) -> list[int]:
-    return sorted(g for g, kind in graph.nodes(data="kind") if kind == "switch")
-
-
-def cas(graph: nx.MultiGraph) -> Iterable[int]:
-    return sorted(g for g, kind in graph.nodes(data="kind") if kind == "ca")

@@ -23,10 +23,15 @@ class Tiers:
     leaves: frozenset[int]
     spines: frozenset[int]
     cores: frozenset[int]
+    ranks: dict[int, int] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for rank, members in enumerate((self.leaves, self.spines, self.cores), start=1):
+            self.ranks.update(dict.fromkeys(members, rank))
 
     def rank(self, guid: int) -> int:
         """0 for HCAs, then leaf 1, spine 2, core 3: an uplink goes to a higher rank."""
-        return 1 if guid in self.leaves else 2 if guid in self.spines else 3 if guid in self.cores else 0
+        return self.ranks.get(guid, 0)
 
     def name(self, guid: int) -> str:
         return ("hca", "leaf", "spine", "core")[self.rank(guid)]
