@@ -168,8 +168,8 @@ def switches(forest: list[Domain], levels: tuple[Level, ...], root: str | None =
     taken = Counter(names.values())
     clash = sorted(n for n, count in taken.items() if count > 1)
     if clash:
-        raise TopologyError(f"switch name(s) {', '.join(clash[:3])} would be defined twice; "
-                            "choose another root switch name")
+        raise TopologyError(f"switch name(s) {', '.join(clash[:3])} would be defined twice (a value equals "
+                            "another level's '<level>-<value>' name or the root); rename a level or --root-switch")
     out = [Switch(names[id(d)], _height(d), [names[id(c)] for c in d.children],
                   [] if d.children else list(d.nodes)) for d in domains]
     return sorted(out, key=lambda s: (s.height, natural(s.name)))

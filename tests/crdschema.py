@@ -198,9 +198,16 @@ def _path(parts: Any) -> str:
     return out or "<root>"
 
 
+_VALIDATORS: dict[int, tuple[Schema, jsonschema.Draft4Validator]] = {}  # the schema is kept, so its id stays
+
+
 def schema_errors(obj: Any, schema: Schema) -> tuple[list[str], bool]:
     """Messages for schema violations, and whether one is a type or format error (which stops CEL there)."""
-    validator = jsonschema.Draft4Validator(_root_json_schema(schema), format_checker=_FORMATS)
+    cached = _VALIDATORS.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        cached = _VALIDATORS[id(schema)] = (schema, jsonschema.Draft4Validator(_root_json_schema(schema),
+                                                                               format_checker=_FORMATS))
+    validator = cached[1]
     errors = sorted(validator.iter_errors(obj), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     blocking = any(e.validator in ("type", "format") for e in errors)  # both are TypeInvalid there
     return [f"{_path(e.absolute_path)}: {_message_of(e)}" for e in errors], blocking

@@ -4,6 +4,8 @@ pass their CRDs (CEL included). Snapshots: an InfiniBand-like fat tree, an AWS-l
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from pathlib import Path
 
@@ -63,16 +65,12 @@ def aws_snapshot() -> Snapshot:
 @pytest.fixture(scope="module")
 def labels_snapshot() -> Snapshot:
     """What `topolabel discover --config examples/topolabel.yaml --nodes examples/nodes.yaml -o json` prints."""
-    path = Path(__file__).parent / ".." / "examples"
-    out = _cli(["discover", "--config", str(path / "topolabel.yaml"), "--nodes", str(path / "nodes.yaml"),
+    out = _cli(["discover", "--config", str(EXAMPLES / "topolabel.yaml"), "--nodes", str(EXAMPLES / "nodes.yaml"),
                 "-o", "json"])
     return Snapshot.from_dict(json.loads(out))
 
 
 def _cli(argv: list[str]) -> str:
-    import contextlib
-    import io
-
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
         assert main(argv) == 0
@@ -228,6 +226,10 @@ def test_bad_snapshots_are_refused() -> None:
         export_slurm(snap)
     with pytest.raises(TopologyError, match="--block-level 'rack' is not a level"):
         export_slurm(ib_snapshot(), SlurmOptions(block_level="rack"))
+    two = _snapshot("inventory", ("row", "rack"), {"n1": ("root", "r1"), "n2": ("root", "r2"), "n3": ("row2", "r3")})
+    with pytest.raises(TopologyError, match="root would be defined twice"):
+        export_slurm(two)
+    assert check_tree_conf(export_slurm(two, SlurmOptions(root="top")).text, ["n1", "n2", "n3"]).errors == []
     with pytest.raises(TopologyError, match="no node"):
         export_slurm(Snapshot.from_dict({"levels": [{"name": "a", "label": "x/a"}], "nodes": {}}))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from functools import cmp_to_key
 
 import pytest
 
@@ -34,7 +35,7 @@ def test_compress_like_slurm(names: list[str], expected: str) -> None:
 
 def test_natural_order() -> None:
     names = ["n10", "n9", "n1", "n01", "n001", "a", "b2c", "b10c", "b02c"]
-    ordered = sorted(names, key=__import__("functools").cmp_to_key(natcmp))
+    ordered = sorted(names, key=cmp_to_key(natcmp))
     assert ordered == ["a", "b02c", "b2c", "b10c", "n001", "n01", "n1", "n9", "n10"]
     assert natcmp("x", "x") == 0 and natcmp("x1", "x") > 0
 
