@@ -234,13 +234,13 @@ def read_state(root: Path) -> State | None:
 
 
 def alive(pid: int, root: Path) -> bool:
-    """Whether `pid` is still one of this cluster's processes (its command line names `root`),
+    """Whether `pid` is still one of this cluster's processes (its command line names files in `root`),
     so a recycled PID is never signalled."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return False
-    return str(root) in cmdline
+    return f"{root}/" in cmdline
 
 
 def up(root: Path | str, binaries: Binaries | None = None) -> State:
@@ -257,14 +257,15 @@ def up(root: Path | str, binaries: Binaries | None = None) -> State:
     make_certs(root / "pki")
     tokens = write_tokens(root / "tokens.csv")
     (root / "audit-policy.yaml").write_text(AUDIT_POLICY)
-    for attempt in range(1, START_ATTEMPTS + 1):
+    attempt = 1
+    while True:
         try:
             return start(root, binaries, tokens)
-        except ClusterError:
+        except ClusterError as exc:
             down(root)
-            if attempt == START_ATTEMPTS:
+            if attempt == START_ATTEMPTS or "address already in use" not in str(exc):
                 raise
-    raise AssertionError("unreachable")
+            attempt += 1
 
 
 def start(root: Path, binaries: Binaries, tokens: dict[str, str]) -> State:
