@@ -158,9 +158,9 @@ def test_ndr_capture_places_every_host_its_hcas_name() -> None:
     snap = ndr_snapshot()
     hcas = ndr_hcas()
     assert len(hcas) == 582
-    hosts = {desc.split()[0] for _, desc, _, _ in hcas
+    hosts = {desc.split()[0].lower() for _, desc, _, _ in hcas
              if not desc.startswith("MT4129") and "Aggregation Node" not in desc}
-    assert {"localhost", "ubuntu"} <= hosts  # boot-time host names that name no host
+    assert {"localhost", "ubuntu", "b11-p1-cufm-02"} <= hosts  # boot-time host names name no host
     assert set(snap.nodes) == hosts - {"localhost", "ubuntu"}
     assert [lv.name for lv in snap.levels] == ["leafgroup"]
     shape = snap.problems[0].message

@@ -159,9 +159,12 @@ def assign_owners(hcas: Sequence[Hca], guids: GuidMap, resolve: Callable[[str], 
 
 
 def name_resolver(nodes: Sequence[Node]) -> Callable[[str], str | None]:
-    """name -> Kubernetes node name (exact, else the short name case-insensitively); identity without nodes."""
+    """name -> Kubernetes node name (exact, else the short name case-insensitively).
+
+    Without nodes every host stands for itself, lower-cased as Kubernetes node names are.
+    """
     if not nodes:
-        return lambda name: name
+        return str.lower
     exact = {n.name for n in nodes}
     short: dict[str, list[str]] = defaultdict(list)
     for n in nodes:
