@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -17,6 +17,7 @@ from providers.infiniband import discover as ib_discover
 from providers.infiniband.hosts import describe, guid_map_from
 from providers.infiniband.names import group_name, switch_label, switch_names, unique_names
 from providers.infiniband.parse import parse_guid, parse_ibnetdiscover, parse_node_name_map, parse_rate
+from providers.infiniband.tiers import leaf_groups
 
 from tests.conftest import SHARED
 
@@ -217,3 +218,19 @@ def test_guid_map_problems_name_the_node(tmp_path: Path) -> None:
     assert set(found.paths) == {"node-a", "node-b"}
     assert [(p.node, p.message) for p in found.problems if p.node] == [
         ("node-b", f"{tmp_path / 'map.yaml'}: 'nonsense' is not a GUID")]
+
+
+def test_leaf_groups_by_majority() -> None:
+    """Units {1,2,3,4} and {5,6,7,8}; one host short of a rail, one cabled into the other unit, and a unit
+    seen only partly (every host there lacks rail 8) stay where they belong."""
+    links = {f"a{i}": Counter({1: 1, 2: 1, 3: 1, 4: 1}) for i in range(4)}
+    links |= {f"b{i}": Counter({5: 1, 6: 1, 7: 1}) for i in range(3)}
+    links |= {"short": Counter({1: 1, 2: 1, 4: 1}), "miscabled": Counter({1: 1, 2: 1, 3: 1, 7: 1}),
+              "partial": Counter({5: 1, 6: 1})}
+    groups = leaf_groups(links)
+    assert {g: sorted(h for h in links if groups.host_group[h] == g) for g in set(groups.host_group.values())} == {
+        1: ["a0", "a1", "a2", "a3", "miscabled", "short"], 5: ["b0", "b1", "b2", "partial"]}
+    assert groups.missing == {"short": frozenset({3}), "partial": frozenset({7}), "miscabled": frozenset({4})}
+    assert groups.split == {"miscabled": Counter({1: 3, 5: 1})} and groups.merged == {}
+    storage = {h: c + Counter({9: 1}) for h, c in links.items()}  # every host also on one storage leaf
+    assert leaf_groups(storage).merged == {1: 2}

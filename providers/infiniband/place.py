@@ -18,8 +18,8 @@ from labeler.nodes import Node
 from labeler.placement import Discovery
 from providers.base import SourceError
 
-from .health import missing_uplinks, slow_links
 from . import ANNOTATION
+from .health import missing_uplinks, slow_links
 from .hosts import GuidMap, Hca, assign_owners, host_hcas, name_resolver
 from .names import natural_key, switch_names, unique_names
 from .tiers import LeafGroups, Tiers, blocks, classify, leaf_groups
@@ -71,9 +71,9 @@ def place(graph: nx.MultiGraph, request: Request) -> Discovery:
         path = (group_names[str(group)],)
         paths[host] = (block_names[block_of[leaf]], *path) if three_level else path
     _read_off(found, paths, hcas, request)
+    placed = {h.guid: h.host for h in hcas if h.host in found.paths}
     for message, hca_guids in slow_links(graph, tiers, names):
-        owner = next((h.host for h in hcas if h.guid in hca_guids and h.host in found.paths), None)
-        found.problem(message, owner)
+        found.problem(message, next((placed[g] for g in hca_guids if g in placed), None))
     for message in missing_uplinks(graph, tiers, block_of, names, block_names):
         found.problem(message)
     return found

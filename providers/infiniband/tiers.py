@@ -102,7 +102,9 @@ def leaf_groups(host_links: Mapping[str, Counter]) -> LeafGroups:
         members[group].add(leaf)
         joined[group].add(canonical[leaf])
     result = LeafGroups(group_of_leaf, {g: frozenset(m) for g, m in members.items()}, {})
-    result.merged = {g: len(sets_) for g, sets_ in joined.items() if len(sets_) > 1}
+    # Leaf sets inside one another are one unit seen partly (hosts short of a rail); others overlap.
+    result.merged = {g: len(sets_) for g, sets_ in joined.items()
+                     if any(not s <= max(sets_, key=len) for s in sets_)}
     for host, links in sorted(host_links.items()):
         if not links:
             continue
