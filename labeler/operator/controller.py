@@ -1,0 +1,341 @@
+"""The reconcile loop: place joining nodes within seconds, resync everything on an interval.
+
+One asyncio task does all the work, so a full pass and a node pass never overlap; kopf's handlers only
+record what changed and wake it. Blocking work (sources, patches, Kueue and status calls) runs in threads.
+
+A full pass runs the source over every node, checks the plan against `plan.maxChangeFraction`, adopts the
+answer as the last good topology, writes what changed and verifies the Kueue objects against the server.
+A node pass (after a node event) places joining nodes (per-node sources answer for them alone; fabric
+sources' last discovery may already know them) and writes only the nodes the events touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Iterable, Mapping
+
+from kubernetes.client.exceptions import ApiException
+
+from kueue_config.objects import generate
+from providers.base import SourceError
+
+from ..apply import apply_plan
+from ..config import Config
+from ..kube import api_error
+from ..model import Problem, TopologyError
+from ..nodes import Node
+from ..pipeline import run_source
+from ..placement import Discovery
+from ..plan import Plan, PlanRefused, check_share
+from .kubeapi import Kube
+from .kueue import KueueSync
+from .labelling import Labeller
+from .metrics import Health, Metrics
+from .settings import RunOptions, Settings, resolve
+from .status import Conditions, Reporter, resource_path, status_body
+from .topology import Topology
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT = 10.0  # the loop wakes at least this often, so liveness sees it turn
+FULL_GAP = 5.0  # least time between a finished full pass and one asked for early
+
+
+class SourceTimeout(SourceError):
+    """The source did not answer within --source-timeout."""
+
+
+class Controller:
+    def __init__(self, opts: RunOptions, kube: Kube, metrics: Metrics, health: Health,
+                 index: Mapping[str, Iterable[Node]]) -> None:
+        self.opts = opts
+        self.kube = kube
+        self.metrics = metrics
+        self.health = health
+        self.index = index  # kopf's Node index: name -> the Node
+        self.reporter = Reporter(kube, metrics, opts.name, opts.namespace)
+        self.conditions = Conditions()
+        self.topology = Topology()
+        self.labeller = Labeller()
+        self.kueue = KueueSync(kube)
+        self.spec: dict[str, Any] | None = None
+        self.settings: Settings | None = None
+        self.dirty: set[str] = set()
+        self.gone: set[str] = set()
+        self.wake = asyncio.Event()
+        self.indexed = asyncio.Event()
+        self.full_at = 0.0  # loop time of the next full pass
+        self.full_done = 0.0
+        self.refused: str | None = None
+        self.running: asyncio.Future[Discovery] | None = None
+        self.join_problems: dict[str, Problem] = {}
+        self.kueue_applied: list[dict[str, Any]] | None = None
+        self.kueue_problems: list[Problem] = []
+        self.kueue_count = 0
+
+    # --- called from kopf handlers (on the loop, never blocking) ---
+
+    def node_event(self, name: str, deleted: bool) -> None:
+        self.indexed.set()  # kopf calls event handlers only once its indices are filled
+        if deleted:
+            self.labeller.forget(name)
+            self.gone.add(name)
+        self.dirty.add(name)
+        self.wake.set()
+
+    def resource_event(self, body: Mapping[str, Any] | None) -> None:
+        """The TopologyLabeler appeared, changed, or went away (None): its spec is the config."""
+        if _uid(body) != _uid(self.reporter.resource):
+            self.reporter.written = None
+        self.reporter.resource = body
+        spec = None if body is None else dict(body.get("spec") or {})
+        if spec != self.spec or self.settings is None:
+            self.spec = spec
+            self.reconfigure()
+            self.request_full()
+
+    def reconfigure(self) -> None:
+        try:
+            self.settings = resolve(self.opts, self.spec)
+        except (TopologyError, SourceError) as exc:
+            self.metrics.errors.labels(kind="config").inc()
+            cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
+            if cond:
+                asyncio.get_running_loop().run_in_executor(None, self.reporter.transition, cond)
+
+    def request_full(self, soon: bool = False) -> None:
+        """Ask for a full pass now, or (soon) no earlier than FULL_GAP after the last one."""
+        loop = asyncio.get_running_loop()
+        self.full_at = min(self.full_at, self.full_done + FULL_GAP if soon else loop.time())
+        self.wake.set()
+
+    # --- the loop ---
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        await self.startup()
+        while True:
+            self.health.beat()
+            delay = self.full_at - loop.time()
+            if delay > 0 and not self.dirty:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), min(delay, HEARTBEAT))
+            self.wake.clear()
+            if loop.time() >= self.full_at:
+                self.full_at = loop.time() + self.opts.resync
+                await self.guarded("full", self.full_pass)
+                self.full_done = loop.time()
+            elif self.dirty:
+                await asyncio.sleep(self.opts.debounce)  # let a burst of joins arrive together
+                await self.guarded("nodes", self.node_pass)
+
+    async def startup(self) -> None:
+        """Read the TopologyLabeler once, then wait until kopf's Node index is filled."""
+        try:
+            body = await asyncio.to_thread(self.kube.get, resource_path(self.opts.name))
+        except ApiException as exc:
+            log.warning("cannot read TopologyLabeler %s (%s); using the config file and flags",
+                        self.opts.name, api_error(exc))
+            body = None
+        self.resource_event(body)
+        first = await asyncio.to_thread(self.kube.request, "GET", "/api/v1/nodes", query=[("limit", "1")])
+        if not first.get("items"):
+            self.indexed.set()  # no node, so no event will say the index is filled
+        while not self.indexed.is_set():
+            self.health.beat()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.indexed.wait(), HEARTBEAT)
+
+    async def guarded(self, scope: str, step: Any) -> None:
+        """One pass; an unexpected error is logged and counted, and the loop goes on."""
+        try:
+            await step()
+        except Exception:  # noqa: BLE001 - the loop must outlive a bug in one pass
+            self.metrics.errors.labels(kind="internal").inc()
+            log.exception("the %s pass failed", scope)
+        self.metrics.syncs.labels(scope=scope).inc()
+
+    def nodes(self) -> dict[str, Node]:
+        return {name: node for name, store in self.index.items() for node in store}
+
+    # --- passes ---
+
+    async def full_pass(self) -> None:
+        nodes = self.nodes()
+        self.dirty.clear()
+        self.gone.clear()
+        self.join_problems.clear()
+        settings = self.settings
+        plan = await self.rediscover(settings, nodes) if settings else None
+        snapshot = self.topology.snapshot
+        if settings and snapshot:
+            await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg)
+            await self.sync_kueue(settings, nodes, verify=True)
+        self.metrics.last_sync.set_to_current_time()
+        self.health.ready = True
+        await self.report(nodes)
+
+    async def node_pass(self) -> None:
+        names, self.dirty = sorted(self.dirty), set()
+        gone, self.gone = self.gone, set()
+        nodes = self.nodes()
+        settings = self.settings
+        if settings is None:
+            return
+        snapshot = self.topology.snapshot
+        joined = [nodes[n] for n in names if n in nodes and (snapshot is None or n not in snapshot.nodes)]
+        if joined and settings.per_node:
+            await self.place(settings, joined)
+        snapshot = self.topology.snapshot
+        if snapshot is not None:
+            await self.write(self.labeller.plan_for(snapshot, [nodes[n] for n in names if n in nodes], len(nodes)),
+                             settings.cfg)
+            if joined or gone:
+                await self.sync_kueue(settings, nodes, verify=False)
+        await self.report(nodes)
+
+    async def discover(self, settings: Settings, nodes: list[Node], scope: str) -> Discovery:
+        """Run the source in a thread, giving up after --source-timeout (the thread is left to finish)."""
+        if self.running is not None and not self.running.done():
+            raise SourceError(f"{settings.source}: the previous discovery is still running "
+                              f"(it overran --source-timeout {self.opts.source_timeout:.0f}s)")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self.running = loop.run_in_executor(None, run_source, settings.source, settings.options, nodes,
+                                            settings.origin)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.running), self.opts.source_timeout)
+        except asyncio.TimeoutError:
+            raise SourceTimeout(f"{settings.source}: no answer within {self.opts.source_timeout:.0f}s") from None
+        finally:
+            self.metrics.discovery.labels(source=settings.source, scope=scope).observe(loop.time() - started)
+
+    async def rediscover(self, settings: Settings, nodes: dict[str, Node]) -> Plan | None:
+        """A full discovery adopted as the last good topology when its plan is safe; its plan, or None."""
+        try:
+            found = await self.discover(settings, list(nodes.values()), "full")
+            found, snapshot = self.topology.candidate(settings.cfg, found, nodes.keys())
+        except Exception as exc:  # noqa: BLE001 - any failure of a source keeps the last good topology
+            await self.source_failed(exc)
+            return None
+        plan = self.labeller.full_plan(snapshot, nodes.values())
+        try:
+            check_share(plan, settings.cfg.plan.max_change_fraction)
+        except PlanRefused as exc:
+            self.metrics.errors.labels(kind="plan").inc()
+            self.refused = str(exc)
+            await self.transition("LabelsInSync", False, "PlanRefused", f"{exc}; the last good topology stays")
+            return None
+        self.refused = None
+        self.topology.adopt(found, snapshot)
+        await self.transition("SourceAvailable", True, "Discovered",
+                              f"{settings.source}: {len(snapshot.nodes)} node(s) placed in {len(snapshot.levels)} "
+                              "level(s)")
+        return plan
+
+    async def source_failed(self, exc: Exception) -> None:
+        self.metrics.errors.labels(kind="source").inc()
+        reason = "SourceTimeout" if isinstance(exc, SourceTimeout) else "SourceFailed"
+        message = str(exc) if isinstance(exc, (SourceError, TopologyError)) else f"{type(exc).__name__}: {exc}"
+        keep = "labelling from the last good topology" if self.topology.snapshot else "no topology yet"
+        await self.transition("SourceAvailable", False, reason, f"{message}; nothing removed, {keep}")
+
+    async def place(self, settings: Settings, joined: list[Node]) -> None:
+        """Ask a per-node source about joining nodes and merge the answer into the last good topology."""
+        names = [n.name for n in joined]
+        try:
+            answer = await self.discover(settings, joined, "join")
+            merged = self.topology.join(settings.cfg, answer, names)
+        except Exception as exc:  # noqa: BLE001 - a failed join waits for the next full pass
+            self.metrics.errors.labels(kind="source").inc()
+            log.warning("could not place joining node(s) %s: %s", ", ".join(names[:5]), exc)
+            for name in names:
+                self.join_problems[name] = Problem("operator", f"not placed on joining ({exc}); retried at the "
+                                                               "next resync", name)
+            return
+        for name in names:
+            self.join_problems.pop(name, None)
+        if not merged:
+            self.request_full(soon=True)
+
+    async def write(self, plan: Plan, cfg: Config) -> None:
+        if not plan.changes:
+            return
+        result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
+                                         cfg.apply.retries)
+        self.labeller.record(plan, result)
+        if result.written:
+            await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",
+                                    f"wrote topology labels on {len(result.written)} node(s)")
+        if result.failed:
+            self.metrics.errors.labels(kind="labels").inc(len(result.failed))
+
+    async def sync_kueue(self, settings: Settings, nodes: dict[str, Node], verify: bool) -> None:
+        """Bring the Kueue objects to what the topology generates; `verify` reads the server even when
+        nothing changed here (a full pass), otherwise an unchanged generation costs no call."""
+        snapshot = self.topology.snapshot
+        assert snapshot is not None
+        try:
+            generated = generate(snapshot, list(nodes.values()), settings.cfg)
+        except (TopologyError, ValueError) as exc:
+            self.metrics.errors.labels(kind="kueue").inc()
+            self.kueue_applied = None
+            await self.transition("KueueInSync", False, "GenerateFailed", str(exc))
+            return
+        if not verify and generated.objects == self.kueue_applied:
+            return
+        try:
+            result = await asyncio.to_thread(self.kueue.run, generated.objects)
+        except ApiException as exc:
+            self.metrics.errors.labels(kind="kueue").inc()
+            self.kueue_applied = None
+            missing = exc.status == 404
+            await self.transition("KueueInSync", False, "KueueMissing" if missing else "ReadFailed",
+                                  "the Kueue CRDs (kueue.x-k8s.io/v1beta2) are not served" if missing
+                                  else f"cannot read the Kueue objects: {api_error(exc)}")
+            return
+        self.kueue_applied = None if result.errors else generated.objects
+        self.kueue_problems = generated.problems + result.problems
+        self.kueue_count = len(generated.objects)
+        if result.writes:
+            await asyncio.to_thread(self.reporter.event, "Normal", "KueueUpdated", "; ".join(result.writes))
+        failures = result.errors + result.changes.conflicts
+        if failures:
+            self.metrics.errors.labels(kind="kueue").inc(len(result.errors))
+            await self.transition("KueueInSync", False, "ApplyFailed" if result.errors else "Conflict",
+                                  "; ".join(failures))
+        else:
+            kept = f"; {'; '.join(result.changes.kept)}" if result.changes.kept else ""
+            await self.transition("KueueInSync", True, "Applied",
+                                  f"{len(generated.objects)} object(s) as generated{kept}")
+
+    async def transition(self, type_: str, ok: bool, reason: str, message: str) -> None:
+        cond = self.conditions.set(type_, ok, reason, message)
+        if cond is not None:
+            await asyncio.to_thread(self.reporter.transition, cond)
+
+    async def report(self, nodes: dict[str, Node]) -> None:
+        """Node-state metrics, the labels condition and the status, from the current state."""
+        snapshot = self.topology.snapshot
+        counts = self.labeller.states(snapshot, nodes.values())
+        self.metrics.set_node_states(counts)
+        failed = sorted(self.labeller.failed.items())
+        if snapshot is None:
+            await self.transition("LabelsInSync", False, "NoTopology", "no discovery has succeeded yet")
+        elif failed:
+            await self.transition("LabelsInSync", False, "WriteFailed",
+                                  f"{len(failed)} node(s) could not be labelled, e.g. {failed[0][0]}: {failed[0][1]}")
+        elif self.refused is None:
+            await self.transition("LabelsInSync", True, "Synced", f"{counts['labelled']} node(s) carry their placement")
+        problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(),
+                    *(Problem("labels", f"write failed: {error}", node) for node, error in failed),
+                    *self.kueue_problems]
+        status = status_body(self.conditions, counts, snapshot, problems,
+                             self.settings.source if self.settings else None, self.kueue_count)
+        await asyncio.to_thread(self.reporter.publish, status)
+
+
+def _uid(body: Mapping[str, Any] | None) -> str | None:
+    return ((body or {}).get("metadata") or {}).get("uid")
