@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
 from labeler.model import TopologyError
-from labeler.nodes import Node
+from labeler.nodes import Node, list_items
 
 from .quantities import parse
 from .workloads import MODES
@@ -93,16 +93,8 @@ class PodUsage:
 
 def parse_pods(data: Any, origin: str) -> list[PodUsage]:
     """Bound, unfinished pods from `kubectl get pods -A -o yaml|json` (a List) or a list of Pods."""
-    if isinstance(data, Mapping) and data.get("kind") == "Pod":
-        items: Iterable[Any] = [data]
-    elif isinstance(data, Mapping) and isinstance(data.get("items"), list):
-        items = data["items"]
-    elif isinstance(data, list):
-        items = data
-    else:
-        raise TopologyError(f"{origin}: expected a PodList (kubectl get pods -A -o yaml) or a list of Pods")
     out = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(list_items(data, "Pod", origin)):
         if not isinstance(item, Mapping) or item.get("kind", "Pod") != "Pod":
             raise TopologyError(f"{origin}: item {i} is not a Pod")
         spec = item.get("spec") or {}

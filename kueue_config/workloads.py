@@ -12,7 +12,7 @@ in K8sJobMode adds a one-pod submitter).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from labeler.model import TopologyError
 
@@ -244,7 +244,3 @@ def workloads_in(documents: Sequence[Any], origin: str) -> list[Workload]:
     if not found:
         raise TopologyError(f"{origin}: no workload of a supported kind ({supported()})")
     return found
-
-
-def annotated_templates(workload: Workload) -> Iterator[PodSet]:
-    return (ps for ps in workload.podsets if ps.annotatable)

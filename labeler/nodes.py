@@ -59,16 +59,20 @@ def _strings(mapping: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in mapping.items()}
 
 
+def list_items(data: Any, kind: str, origin: str) -> Iterable[Any]:
+    """The objects of a `kubectl get <kind>s -o yaml|json` document (a List), of one object, or of a list."""
+    if isinstance(data, Mapping) and data.get("kind") == kind:
+        return [data]
+    if isinstance(data, Mapping) and isinstance(data.get("items"), list):
+        return data["items"]
+    if isinstance(data, list):
+        return data
+    raise TopologyError(f"{origin}: expected a {kind}List (kubectl get {kind.lower()}s -o yaml) or a list of {kind}s")
+
+
 def parse_nodes(data: Any, origin: str) -> list[Node]:
     """Nodes from a `kubectl get nodes -o yaml|json` document (a List), one Node, or a plain list."""
-    if isinstance(data, Mapping) and data.get("kind") == "Node":
-        items: Iterable[Any] = [data]
-    elif isinstance(data, Mapping) and isinstance(data.get("items"), list):
-        items = data["items"]
-    elif isinstance(data, list):
-        items = data
-    else:
-        raise TopologyError(f"{origin}: expected a NodeList (kubectl get nodes -o yaml) or a list of Nodes")
+    items = list_items(data, "Node", origin)
     nodes = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):

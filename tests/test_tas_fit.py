@@ -22,7 +22,7 @@ from kueue_config.workloads import workload_of
 from labeler.cli import main
 from labeler.nodes import parse_nodes
 from tests.fake_kube_readonly import FakeKube
-from tests.tas_cluster import (BLOCK, GPU, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects,
+from tests.tas_cluster import (BLOCK, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects,
                                node, node_list, pod, pod_template)
 
 REQ = "kueue.x-k8s.io/podset-required-topology"
