@@ -18,6 +18,7 @@ from pathlib import Path
 
 DEFAULT_HCA_DESC = "MT4129 ConnectX7   Mellanox Technologies"
 DEFAULT_SWITCH_DESC = "Quantum Mellanox Technologies"
+STORAGE_DEVICE = "storage0"
 LOWER_SPEED = {"HDR": "EDR", "EDR": "FDR", "FDR": "QDR", "QDR": "DDR"}
 
 
@@ -32,7 +33,7 @@ class Spec:
     uplinks: int = 1  # cables from each leaf to each of its spines
     ports_per_hca: int = 1  # 2: each HCA is dual-port and covers two rails
     rail_spines: bool = False  # spines grouped by rail: a rail's leaves reach only that rail's spines
-    storage_leaves: int = 0  # leaves in pod 1 where every host has one more HCA (device `storage`)
+    storage_leaves: int = 0  # leaves in pod 1 where every host has one more HCA (STORAGE_DEVICE)
     speed: str = "HDR"
     naming: str = "rack"  # rack: MF0;P1-IBLEAF-03-02:MQM8790/U1; plain: leaf-p1-u3-r2; default: vendor text
     device: str = "mlx5_{}"
@@ -42,10 +43,6 @@ class Spec:
     cut_uplinks: int = 0  # leaf-spine cables missing, on different leaves
     slow_uplinks: int = 0  # leaf-spine links at 1x width or one speed lower
     seed: int = 0
-
-    @property
-    def storage_device(self) -> str:
-        return "storage0"
 
 
 @dataclass
@@ -171,7 +168,7 @@ def build(spec: Spec) -> Fabric:
     storage = [fabric.add(_switch(spec, guids, "storage", f"storage{s + 1}", s + 1, 1))
                for s in range(spec.storage_leaves)]
     for i, host in enumerate(sorted(fabric.truth.guids) if storage else []):
-        device = spec.storage_device
+        device = STORAGE_DEVICE
         hca = fabric.add(Node(f"hca-{host}-{device}", "Ca", guids.next("Ca"), f"{host} {device}", 1))
         fabric.truth.guids[host].append((device, hca.guid))
         fabric.link(hca.id, storage[i % len(storage)].id, rate)
@@ -240,7 +237,7 @@ def _damage(fabric: Fabric, rng: random.Random) -> None:
     spec, truth, nodes = fabric.spec, fabric.truth, fabric.nodes
     hosts = sorted(truth.guids)
     rng.shuffle(hosts)
-    compute = {h: [(d, g) for d, g in truth.guids[h] if d != spec.storage_device] for h in hosts}
+    compute = {h: [(d, g) for d, g in truth.guids[h] if d != STORAGE_DEVICE] for h in hosts}
     by_guid = {n.guid: n for n in nodes.values()}
     for host in hosts[:spec.default_hosts]:
         for _, guid in truth.guids[host]:
