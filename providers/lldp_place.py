@@ -165,7 +165,8 @@ def fabric_from_switches(switches: Mapping[str, Sequence[Neighbor]], hosts: Mapp
 
     Leaves are the switches hosts hear on data-plane ports. Two leaves that hear each other are MLAG
     peers. Spines are switches with facts of their own that no host hears (on any port, so the
-    management switch is none). Leaves linked through shared spines form one block, named after its spines.
+    management switch is none) and that are not hosts themselves. Leaves linked through shared spines
+    form one block, named after its spines.
     """
     import networkx as nx
 
@@ -173,7 +174,7 @@ def fabric_from_switches(switches: Mapping[str, Sequence[Neighbor]], hosts: Mapp
     leaves = {n.switch for ns in hosts.values() for n in split_ports(ns, mgmt)[0]}
     heard = {n.switch for ns in hosts.values() for n in ns}
     own = {_resolve(name, alias): ns for name, ns in switches.items()}
-    spines = {s for s in own if s not in heard}
+    spines = {s for s in own if s not in heard and s not in hosts}  # a host's file among them is no spine
     peers, uplinks = nx.Graph(), nx.Graph()
     for switch, neighbors in own.items():
         for n in split_ports(neighbors, mgmt)[0]:

@@ -197,7 +197,7 @@ class Lab:
     def socket(self, device: str) -> str:
         return str(self.dir / f"{device}.sock")
 
-    def start(self, timeout: float = 30.0) -> "Lab":
+    def start(self, timeout: float = 60.0) -> "Lab":
         devices = self.wiring.switches + self.wiring.hosts
         for device in devices:
             _ip("netns", "add", self.ns(device))

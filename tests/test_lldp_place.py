@@ -129,6 +129,7 @@ def test_switch_facts_give_pairs_and_blocks() -> None:
         "leaf-5": leaf_facts("spine-x", hosts=("gpu-d",)),              # spine-x has no facts: no block
         "spine-a1": leaf_facts(mgmt=False), "spine-a2": (), "spine-b1": (n("swp1", "leaf-4"),),
         "oob-sw": (n("swp1", "leaf-1"), n("swp2", "gpu-a")),           # hosts hear it: not a spine
+        "gpu-c": (n("eth0", "leaf-4"), n("eth1", "leaf-1")),           # a host's file by mistake: not a spine
     }
     fabric = fabric_from_switches(switches, hosts, MGMT, "sw/")
     assert fabric.pairs == [frozenset({"leaf-1", "leaf-2"})] and not fabric.problems
