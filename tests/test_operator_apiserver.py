@@ -1,0 +1,207 @@
+"""`topolabel run` on a real kube-apiserver 1.20 (tests/kubecluster.py), as user `topolabel-operator` bound
+only to the manifests' ClusterRole. Writes are counted from the server's audit log."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from hack.synth import gke_cluster
+from labeler.operator.settings import RunOptions
+from tests.conftest import ROOT
+from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+
+MANIFESTS = ROOT / "manifests"
+OPERATOR = "topolabel-operator"
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+NAMESPACES = ("ml-research", "ml-prod")
+KUEUE_KINDS = ("topologies", "resourceflavors", "clusterqueues")
+# Kueue's Workload CRD is not in ../shared; the operator only lists workloads, so a schemaless one will do.
+WORKLOAD_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "workloads.kueue.x-k8s.io"},
+    "spec": {"group": "kueue.x-k8s.io", "scope": "Namespaced",
+             "names": {"kind": "Workload", "plural": "workloads", "singular": "workload", "listKind": "WorkloadList"},
+             "versions": [{"name": "v1beta2", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+@pytest.fixture(scope="session")
+def prepared(kube_cluster: KubeCluster) -> KubeCluster:
+    """Kueue's CRDs, the TopologyLabeler CRD, the operator user bound to the manifests' ClusterRole."""
+    kube_cluster.install_kueue_crds()
+    kube_cluster.kubectl("apply", "-f", str(MANIFESTS / "crd.yaml"), "-f", "-", input=json.dumps(WORKLOAD_CRD))
+    kube_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                         "crd/topologylabelers.topolabel.dev", "crd/workloads.kueue.x-k8s.io")
+    kube_cluster.bind_operator(MANIFESTS)
+    for namespace in NAMESPACES:
+        kube_cluster.kubectl("create", "namespace", namespace, check=False)
+    return kube_cluster
+
+
+@pytest.fixture
+def cluster(kube: KubeCluster, prepared: KubeCluster) -> Iterator[KubeCluster]:  # noqa: F811
+    """No nodes, no Kueue objects topolabel made, no workloads, no TopologyLabeler."""
+    kinds = ",".join(f"{k}.kueue.x-k8s.io" for k in KUEUE_KINDS)
+    kube.kubectl("delete", kinds, "-l", "app.kubernetes.io/managed-by=topolabel")
+    kube.kubectl("delete", "localqueues.kueue.x-k8s.io,workloads.kueue.x-k8s.io", "--all", "--all-namespaces")
+    kube.kubectl("delete", "topologylabelers.topolabel.dev", "--all")
+    yield kube
+
+
+def options(cluster: KubeCluster, **kw: Any) -> RunOptions:  # noqa: F811
+    return RunOptions(kubeconfig=str(cluster.operator_kubeconfig), http_host="127.0.0.1", http_port=0,
+                      debounce=0.2, **kw)
+
+
+def inventory(names: list[str]) -> dict[str, Any]:
+    """4 rows x 5 racks, by position."""
+    return {"levels": ["row", "rack"],
+            "hosts": [{"node": n, "row": f"row{i % 4}", "rack": f"rack{i % 20}"} for i, n in enumerate(names)]}
+
+
+def racks(cluster: KubeCluster) -> dict[str, str | None]:  # noqa: F811
+    return {n: labels.get("topolabel.dev/rack") for n, labels in cluster.node_labels().items()}
+
+
+def operator_writes(cluster: KubeCluster, since: int, resource: str | None = None) -> list[Any]:  # noqa: F811
+    return [e for e in cluster.requests(since, user=OPERATOR, resource=resource) if e.verb in WRITES]
+
+
+def kueue_names(cluster: KubeCluster, plural: str) -> set[str]:  # noqa: F811
+    out = cluster.kubectl("get", f"{plural}.kueue.x-k8s.io", "-o", "json").stdout
+    return {o["metadata"]["name"] for o in json.loads(out)["items"]}
+
+
+def test_the_manifests_pass_a_server_side_dry_run(prepared: KubeCluster) -> None:
+    # the namespace must exist for a dry run of the objects in it (a dry run creates nothing)
+    prepared.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml"))
+    out = prepared.kubectl("apply", "--dry-run=server", "-k", str(MANIFESTS)).stdout
+    for obj in ("customresourcedefinition.apiextensions.k8s.io/topologylabelers.topolabel.dev",
+                "clusterrole.rbac.authorization.k8s.io/topolabel-operator",
+                "clusterrolebinding.rbac.authorization.k8s.io/topolabel-operator", "serviceaccount/topolabel",
+                "deployment.apps/topolabel", "service/topolabel-metrics"):
+        assert f"{obj} " in out, out
+
+
+def test_a_thousand_nodes_one_start_then_zero_writes_and_a_dead_source_loses_nothing(
+        cluster: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
+    items, _ = gke_cluster(4, 10, 25)
+    names = [i["metadata"]["name"] for i in items]
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(inventory(names)))
+    config = tmp_path / "topolabel.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"type": "inventory", "inventory": str(inv)},
+        "pools": {"label": "cloud.google.com/gke-accelerator"},
+        "kueue": {"topologyName": "dc", "clusterQueue": "gpu",
+                  "localQueues": [{"name": "gpu", "namespaces": list(NAMESPACES)}]}}))
+    cluster.create_nodes(items)
+    start = cluster.audit_mark()
+    with InThread(options(cluster, config_path=str(config), resync=3.0)) as op:
+        op.wait_passes(1, timeout=180)
+        want = {n: f"rack{i % 20}" for i, n in enumerate(names)}
+        assert racks(cluster) == want
+        assert len(kueue_names(cluster, "topologies")) == 1
+        assert len(kueue_names(cluster, "resourceflavors")) == 2
+        assert kueue_names(cluster, "clusterqueues") == {"gpu"}
+        assert Counter(e.name for e in operator_writes(cluster, start, "nodes")) == {n: 1 for n in names}
+        denied = [e for e in cluster.requests(start, user=OPERATOR) if e.code == 403]
+        assert denied == []  # the manifests' ClusterRole is enough
+
+        # steady state: full resyncs write nothing at all
+        mark = cluster.audit_mark()
+        op.wait_passes(op.passes() + 2, timeout=120)
+        assert operator_writes(cluster, mark) == []
+
+        # a joining node is labelled within seconds from a per-node discovery
+        joined = json.loads(json.dumps(items[0]))
+        joined["metadata"]["name"] = joined["metadata"]["labels"]["kubernetes.io/hostname"] = "late-node"
+        inv.write_text(yaml.safe_dump({**inventory(names), "hosts": inventory(names)["hosts"] + [
+            {"node": "late-node", "row": "row9", "rack": "rack99"}]}))
+        cluster.create_nodes([joined])
+        wait_until(lambda: racks(cluster).get("late-node") == "rack99", 15, "the joining node's rack label")
+
+        # the source dies: an Event and a condition, no label lost, no node written
+        mark = cluster.audit_mark()
+        inv.unlink()
+        wait_until(lambda: op.conditions.get("SourceAvailable") == ("False", "SourceFailed"), 30, "SourceFailed")
+        op.wait_passes(op.passes() + 1, timeout=60)
+        assert racks(cluster) == {**want, "late-node": "rack99"}
+        assert {e.resource for e in operator_writes(cluster, mark)} <= {"events"}
+        assert len(kueue_names(cluster, "resourceflavors")) == 2
+
+
+def test_killed_and_restarted_on_the_server_each_node_is_written_once(
+        cluster: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
+    items, truth = gke_cluster(2, 4, 40)  # 320 nodes, written one at a time
+    config = tmp_path / "topolabel.yaml"
+    config.write_text(yaml.safe_dump({"source": {"type": "labels", "preset": "gke"}, "apply": {"concurrency": 1}}))
+    cluster.create_nodes(items)
+    start = cluster.audit_mark()
+    args = ["--kubeconfig", str(cluster.operator_kubeconfig), "--config", str(config), "--http", "127.0.0.1:0"]
+    first = spawn(args, tmp_path / "first.log")
+    try:
+        wait_until(lambda: len(operator_writes(cluster, start, "nodes")) >= 40, 120, "40 node patches", every=0.05)
+    finally:
+        kill(first)
+    done = {n for n, labels in cluster.node_labels().items() if labels.get("topolabel.dev/host") == truth[n][2]}
+    assert 40 <= len(done) < len(truth), "kill the first run mid-way"
+    mark = cluster.audit_mark()
+    second = spawn(args, tmp_path / "second.log")
+    try:
+        wait_until(lambda: all(labels.get("topolabel.dev/host") == truth[n][2]
+                               for n, labels in cluster.node_labels().items()), 120, "all nodes labelled", every=0.5)
+    finally:
+        stop(second)
+    assert {e.name for e in operator_writes(cluster, mark, "nodes")} == set(truth) - done
+    assert Counter(e.name for e in operator_writes(cluster, start, "nodes")) == {n: 1 for n in truth}
+
+
+def test_a_topology_level_change_on_the_server(cluster: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
+    items, _ = gke_cluster(2, 2, 2)
+    cluster.create_nodes(items)
+    spec = {"source": {"type": "labels", "preset": "gke"}, "pools": {"label": "cloud.google.com/gke-accelerator"},
+            "kueue": {"topologyName": "gke", "clusterQueue": "gpu",
+                      "localQueues": [{"name": "gpu", "namespaces": ["ml-research"]}]}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "topolabel.dev/v1alpha1", "kind": "TopologyLabeler", "metadata": {"name": "default"},
+        "spec": spec}))
+    with InThread(options(cluster, resync=2.0)) as op:
+        op.wait_passes(1, timeout=120)
+        (old_topology,) = kueue_names(cluster, "topologies")
+        old_flavors = kueue_names(cluster, "resourceflavors")
+        busy = sorted(old_flavors)[0]
+        cluster.kubectl("apply", "-f", "-", input=json.dumps({
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "train", "namespace": "ml-research"}, "spec": {"queueName": "gpu"},
+            "status": {"admission": {"clusterQueue": "gpu", "podSetAssignments": [
+                {"name": "main", "flavors": {"nvidia.com/gpu": busy}}]}}}))
+        mark = cluster.audit_mark()
+        cluster.kubectl("patch", "topologylabeler", "default", "--type=merge", "-p",
+                        json.dumps({"spec": {"kueue": {"hostnameLevel": False}}}))
+        wait_until(lambda: len(kueue_names(cluster, "topologies")) == 2, 30, "the new Topology")
+        op.wait_passes(op.passes() + 1, timeout=60)
+        new_topology = (kueue_names(cluster, "topologies") - {old_topology}).pop()
+        cq = json.loads(cluster.kubectl("get", "clusterqueues.kueue.x-k8s.io", "gpu", "-o", "json").stdout)
+        referenced = {f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]}
+        assert referenced and not referenced & old_flavors
+        assert kueue_names(cluster, "resourceflavors") == referenced | {busy}
+        status = json.loads(cluster.kubectl("get", "topologylabeler", "default", "-o", "json").stdout)["status"]
+        assert f"superseded ResourceFlavor {busy} is kept: admitted workloads hold quota in it" in \
+            [p["message"] for p in status["problems"]]
+        edited = [e for e in operator_writes(cluster, mark) if e.name in {old_topology, *old_flavors}]
+        assert {e.verb for e in edited} <= {"delete"}  # immutable objects are never edited
+        assert operator_writes(cluster, mark, "nodes") == []
+        events = json.loads(cluster.kubectl("get", "events", "-n", "default", "-o", "json").stdout)["items"]
+        assert any(e["reason"] == "KueueUpdated" and e["involvedObject"]["kind"] == "TopologyLabeler" for e in events)
+
+        cluster.kubectl("delete", "workloads.kueue.x-k8s.io", "train", "-n", "ml-research")
+        wait_until(lambda: kueue_names(cluster, "topologies") == {new_topology}, 30, "the old Topology to go")
+        assert kueue_names(cluster, "resourceflavors") == referenced
