@@ -104,6 +104,8 @@ def test_tree_passes_slurm_and_keeps_every_group(case: str, labels_snapshot: Sna
     assert {g for g in groups if len(g) > 1} <= switch_sets  # every domain of 2+ nodes is a switch
     lines = result.text.splitlines()
     assert all(("Switches=" in line) != ("Nodes=" in line) for line in lines if line.startswith("SwitchName="))
+    if case == "labels":  # one-node hosts add no switch: 8 subblocks, 4 blocks, the root
+        assert len(checked.members) == 13
 
 
 def test_tree_shapes() -> None:
