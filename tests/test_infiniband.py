@@ -95,6 +95,7 @@ def test_switch_names_are_readable_and_unique() -> None:
     assert switch_label("MF0;A09-P1-IBLEAF-04-04:MQM9701/U1") == "a09-p1-ibleaf-04-04"
     assert switch_label("R1-SPINE-01") == "r1-spine-01"
     assert switch_label("Quantum Mellanox Technologies") is None
+    assert switch_label("quantum-leaf-01") == "quantum-leaf-01"
     names = switch_names({1: "MF0;LEAF-1:MQM8790/U1", 2: "Quantum Mellanox Technologies", 3: "dup", 0x2C: "dup"})
     assert names == {1: "leaf-1", 2: "sw-0000000000000002", 3: "sw-0000000000000003", 0x2C: "sw-000000000000002c"}
 
@@ -112,6 +113,7 @@ def test_group_names_show_the_range() -> None:
     ("gpu-001", ("gpu-001", None, "")),
     ("MT4129 ConnectX7   Mellanox Technologies", (None, None, "default description, no host name")),
     ("localhost HCA-1", (None, "HCA-1", "description names the generic host 'localhost'")),
+    ("mt1-gpu01 mlx5_0", ("mt1-gpu01", "mlx5_0", "")),  # a host name, not an adapter model
 ])
 def test_host_from_description(desc: str, expected: tuple) -> None:
     assert describe(desc) == expected

@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 from labeler.labelvalues import readable, short_hash
 
 # Descriptions a switch ships with: they name the product, not the switch.
-_DEFAULT_SWITCH = re.compile(r"(?i)^$|mellanox technologies|nvidia technologies|^(quantum|switchx|switch-ib)\b")
+_DEFAULT_SWITCH = re.compile(r"(?i)^$|(mellanox|nvidia) technologies")
 _SEPARATORS = re.compile(r"([-_.])")
 _DIGITS = re.compile(r"(\d+)")
 
