@@ -34,7 +34,7 @@ from .kueue import KueueSync
 from .labelling import Labeller
 from .metrics import Health, Metrics
 from .settings import RunOptions, Settings, resolve
-from .status import Conditions, Reporter, resource_path, status_body
+from .status import Condition, Conditions, Reporter, resource_path, status_body
 from .topology import Topology
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ class Controller:
         self.refused: str | None = None
         self.running: asyncio.Future[Discovery] | None = None
         self.join_problems: dict[str, Problem] = {}
+        self.unannounced: list[Condition] = []
         self.kueue_applied: list[dict[str, Any]] | None = None
         self.kueue_problems: list[Problem] = []
         self.kueue_count = 0
@@ -97,13 +98,14 @@ class Controller:
             self.request_full()
 
     def reconfigure(self) -> None:
+        """New settings from the spec (or file) and flags; a bad config keeps the previous settings."""
         try:
             self.settings = resolve(self.opts, self.spec)
         except (TopologyError, SourceError) as exc:
             self.metrics.errors.labels(kind="config").inc()
             cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
             if cond:
-                asyncio.get_running_loop().run_in_executor(None, self.reporter.transition, cond)
+                self.unannounced.append(cond)  # posted by the next pass (handlers must not block)
 
     def request_full(self, soon: bool = False) -> None:
         """Ask for a full pass now, or (soon) no earlier than FULL_GAP after the last one."""
@@ -132,7 +134,7 @@ class Controller:
                 await self.guarded("nodes", self.node_pass)
 
     async def startup(self) -> None:
-        """Read the TopologyLabeler once, then wait until kopf's Node index is filled."""
+        """Read the TopologyLabeler once (its events may come after the first pass)."""
         try:
             body = await asyncio.to_thread(self.kube.get, resource_path(self.opts.name))
         except ApiException as exc:
@@ -140,13 +142,6 @@ class Controller:
                         self.opts.name, api_error(exc))
             body = None
         self.resource_event(body)
-        first = await asyncio.to_thread(self.kube.request, "GET", "/api/v1/nodes", query=[("limit", "1")])
-        if not first.get("items"):
-            self.indexed.set()  # no node, so no event will say the index is filled
-        while not self.indexed.is_set():
-            self.health.beat()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.indexed.wait(), HEARTBEAT)
 
     async def guarded(self, scope: str, step: Any) -> None:
         """One pass; an unexpected error is logged and counted, and the loop goes on."""
@@ -160,10 +155,18 @@ class Controller:
     def nodes(self) -> dict[str, Node]:
         return {name: node for name, store in self.index.items() for node in store}
 
+    async def all_nodes(self) -> dict[str, Node]:
+        """Every node: from kopf's index once it is filled, before that (the first pass) from a list, so
+        the first labelling does not wait for kopf to process every node's event."""
+        if self.indexed.is_set():
+            return self.nodes()
+        return {n.name: n for n in await asyncio.to_thread(self.kube.list_nodes)}
+
     # --- passes ---
 
     async def full_pass(self) -> None:
-        nodes = self.nodes()
+        started = asyncio.get_running_loop().time()
+        nodes = await self.all_nodes()
         self.dirty.clear()
         self.gone.clear()
         self.join_problems.clear()
@@ -176,6 +179,7 @@ class Controller:
         self.metrics.last_sync.set_to_current_time()
         self.health.ready = True
         await self.report(nodes)
+        log.info("full pass over %d node(s) took %.1fs", len(nodes), asyncio.get_running_loop().time() - started)
 
     async def node_pass(self) -> None:
         names, self.dirty = sorted(self.dirty), set()
@@ -183,6 +187,7 @@ class Controller:
         nodes = self.nodes()
         settings = self.settings
         if settings is None:
+            await self.report(nodes)
             return
         snapshot = self.topology.snapshot
         joined = [nodes[n] for n in names if n in nodes and (snapshot is None or n not in snapshot.nodes)]
@@ -332,6 +337,9 @@ class Controller:
         problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(),
                     *(Problem("labels", f"write failed: {error}", node) for node, error in failed),
                     *self.kueue_problems]
+        announce, self.unannounced = self.unannounced, []
+        for cond in announce:
+            await asyncio.to_thread(self.reporter.transition, cond)
         status = status_body(self.conditions, counts, snapshot, problems,
                              self.settings.source if self.settings else None, self.kueue_count)
         await asyncio.to_thread(self.reporter.publish, status)

@@ -12,7 +12,8 @@ from typing import Any, Iterable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ..kube import MERGE_PATCH, call_with_retries, patch_node
+from ..kube import MERGE_PATCH, call_with_retries, list_nodes, patch_node
+from ..nodes import Node
 from .metrics import Metrics
 
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -103,6 +104,9 @@ class Kube:
             if exc.status != 404:
                 raise
         return None
+
+    def list_nodes(self) -> list[Node]:
+        return self.counted("list", "nodes", lambda: list_nodes(self.api))
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
         """One label patch; `labeler.apply` retries it, so this counts the attempt and re-raises."""

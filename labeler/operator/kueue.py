@@ -225,21 +225,27 @@ class KueueSync:
         result = KueueResult(plan_changes(desired, existing, usage))
         changes = result.changes
         replacing = {key(o) for o in changes.replace}
-        for obj in desired:
+        applying = {key(o) for o in changes.apply}
+        for obj in desired:  # in dependency order: Topology, ResourceFlavors, ClusterQueue, LocalQueues
             if key(obj) in replacing:
-                self._write(result, "replaced", obj, lambda o=obj: (self.kube.delete(object_path(o)),
-                                                                   self.kube.create(object_path(o).rsplit("/", 1)[0], o)))
-            elif any(obj is o for o in changes.apply):
-                self._write(result, "applied", obj, lambda o=obj: self.kube.apply(object_path(o), o))
+                self._write(result, "replaced", obj)
+            elif key(obj) in applying:
+                self._write(result, "applied", obj)
         if result.errors:
             return result
         for obj in changes.delete:
-            self._write(result, "deleted", obj, lambda o=obj: self.kube.delete(object_path(o)))
+            self._write(result, "deleted", obj)
         return result
 
-    def _write(self, result: KueueResult, verb: str, obj: Obj, call: Any) -> None:
+    def _write(self, result: KueueResult, verb: str, obj: Obj) -> None:
+        where = object_path(obj)
         try:
-            call()
+            if verb == "applied":
+                self.kube.apply(where, obj)
+            else:
+                self.kube.delete(where)
+                if verb == "replaced":
+                    self.kube.create(where.rsplit("/", 1)[0], obj)
         except ApiException as exc:
             result.errors.append(f"could not write {describe(obj)}: {api_error(exc)}")
             log.warning("kueue: %s", result.errors[-1])

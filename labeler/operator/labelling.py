@@ -2,7 +2,8 @@
 
 The watch shows the operator's own patches a little later than they land, and an event sent just before a
 patch can arrive just after it. So each successful patch is overlaid on the watched node until the watch
-shows it (or a short time passes, after which the watched state is trusted again): no patch is sent twice.
+shows it (or PENDING_SECONDS pass, after which the watched state is trusted again): no patch is sent twice,
+even when a busy operator's watch lags minutes behind its writes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..model import Snapshot
 from ..nodes import Node
 from ..plan import MANAGED_ANNOTATION, NodeChange, Plan, make_plan, plan_node
 
-PENDING_SECONDS = 60.0
+PENDING_SECONDS = 300.0
 
 
 @dataclass

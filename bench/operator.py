@@ -1,0 +1,141 @@
+"""Benchmark: `topolabel run` labelling N nodes (default 10,000) on a real kube-apiserver 1.20, next to the
+same work done by `topolabel apply` one patch at a time.
+
+Each row gets a fresh test cluster (hack/testcluster.py) holding the same synthetic GKE nodes and Kueue's
+CRDs. The operator runs as a child process with `--source labels --preset gke`, as user
+`topolabel-operator` bound to the manifests' ClusterRole; timed from its start until its metrics say every
+node is labelled (its first full pass, Kueue objects included, follows within the same pass). Writes are
+counted from the server's audit log; "second resync writes" are the operator's writes during its next full
+pass. `topolabel apply --concurrency 1` runs as a child process too (list, discover, plan, then one patch at
+a time). Peak RSS is each child's maximum resident set (from wait4).
+
+Run: python -m bench.operator [--nodes N] [--resync S]   (needs hack/build-kube-apiserver first)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+from bench.table import print_table
+from hack import testcluster
+from hack.synth import gke_cluster
+from tests.conftest import ROOT
+from tests.kubecluster import KubeCluster
+
+WRITES = ("create", "update", "patch", "delete")
+PORT = re.compile(rb"serving /metrics.* on http://[^:]+:(\d+)")
+
+
+def fresh_cluster(root: Path, items: list[dict]) -> KubeCluster:
+    cluster = KubeCluster(root, testcluster.up(root))
+    cluster.install_kueue_crds()
+    cluster.bind_operator(ROOT / "manifests")
+    cluster.create_nodes(items)
+    return cluster
+
+
+def child(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "labeler.cli", *args], cwd=ROOT, stdout=open(log, "wb"),
+                            stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def peak_rss_mib(proc: subprocess.Popen[bytes]) -> float:
+    """Wait for the child and return its maximum resident set size."""
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return usage.ru_maxrss / 1024
+
+
+def sample(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    match = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", text, re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def poll(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench.operator: timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def operator_row(items: list[dict], resync: float) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="bench-operator-") as tmp:
+        root = Path(tmp)
+        cluster = fresh_cluster(root, items)
+        try:
+            mark, log = cluster.audit_mark(), root / "operator.log"
+            start = time.perf_counter()
+            proc = child(["run", "--source", "labels", "--preset", "gke", "--kubeconfig",
+                          str(cluster.operator_kubeconfig), "--resync", str(resync), "--http", "127.0.0.1:0"], log)
+            port_found: list[int] = []
+
+            def port() -> bool:
+                found = PORT.search(log.read_bytes())
+                port_found[:] = [int(found.group(1))] if found else []
+                return bool(found)
+
+            poll(port, 120, "the operator's metrics port")
+            metric = lambda name: sample(port_found[0], name)  # noqa: E731
+            poll(lambda: metric('topolabel_nodes{state="labelled"}') >= len(items), 1800, "every node labelled")
+            labelled = time.perf_counter() - start
+            poll(lambda: metric('topolabel_syncs_total{scope="full"}') >= 1, 600, "the first full pass")
+            writes = cluster.requests(since=mark, user=testcluster.OPERATOR, verb="patch", resource="nodes")
+            second = cluster.audit_mark()
+            poll(lambda: metric('topolabel_syncs_total{scope="full"}') >= 2, resync + 600, "the second full pass")
+            again = [e for e in cluster.requests(since=second, user=testcluster.OPERATOR) if e.verb in WRITES]
+            proc.send_signal(signal.SIGTERM)
+            rss = peak_rss_mib(proc)
+        finally:
+            testcluster.down(root)
+    return {"run": "topolabel run (operator, 16 in flight)", "nodes": len(items),
+            "time to all labelled s": f"{labelled:.1f}", "node writes": len(writes), "nodes changed": len(items),
+            "second resync writes": len(again), "peak RSS MiB": f"{rss:.0f}"}
+
+
+def sequential_row(items: list[dict]) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="bench-operator-") as tmp:
+        root = Path(tmp)
+        cluster = fresh_cluster(root, items)
+        try:
+            mark = cluster.audit_mark()
+            start = time.perf_counter()
+            proc = child(["apply", "--source", "labels", "--preset", "gke", "--kubeconfig", str(cluster.kubeconfig),
+                          "--concurrency", "1", "-o", "json"], root / "apply.log")
+            rss = peak_rss_mib(proc)
+            seconds = time.perf_counter() - start
+            writes = cluster.requests(since=mark, verb="patch", resource="nodes")
+        finally:
+            testcluster.down(root)
+    return {"run": "topolabel apply --concurrency 1", "nodes": len(items), "time to all labelled s": f"{seconds:.1f}",
+            "node writes": len(writes), "nodes changed": len(items), "second resync writes": "-",
+            "peak RSS MiB": f"{rss:.0f}"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--resync", type=float, default=30.0, help="the operator's resync interval (seconds)")
+    args = parser.parse_args()
+    if testcluster.find_binaries() is None:
+        raise SystemExit("bench.operator: no kube-apiserver/etcd; run hack/build-kube-apiserver first")
+    hosts = 125
+    items, _ = gke_cluster(blocks=max(1, args.nodes // (8 * hosts)), subblocks=8, hosts=hosts)
+    rows = [operator_row(items, args.resync), sequential_row(items)]
+    print_table(f"Operator on kube-apiserver 1.20, {len(items):,} nodes", rows)
+
+
+if __name__ == "__main__":
+    main()
