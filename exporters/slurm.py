@@ -28,7 +28,7 @@ from typing import Iterable
 import yaml
 
 from labeler.labelvalues import short_hash
-from labeler.model import Level, Problem, Snapshot, TopologyError
+from labeler.model import ACCELERATOR_LEVELS, Level, Problem, Snapshot, TopologyError
 
 from .domains import Domain, domain_forest, natural
 from .hostlist import compress
@@ -200,13 +200,17 @@ def tree_conf(switch_list: list[Switch]) -> str:
 
 
 def block_depth(forest: list[Domain], levels: tuple[Level, ...], requested: str | None = None) -> int:
-    """The level whose domains become blocks: the one named, else the coarsest with more than one domain."""
+    """The level whose domains become blocks: the one named, else an accelerator (NVLink) domain level,
+    else the coarsest with more than one domain."""
     names = [lv.name for lv in levels]
     if requested:
         if requested not in names:
             raise TopologyError(f"--block-level {requested!r} is not a level of the snapshot "
                                 f"(levels: {', '.join(names)})")
         return names.index(requested)
+    accelerator = next((name for name in names if name in ACCELERATOR_LEVELS), None)
+    if accelerator:
+        return names.index(accelerator)
     counts = Counter(d.depth for top in forest for d in top.walk())
     return next((depth for depth in range(len(levels)) if counts[depth] > 1), len(levels) - 1)
 

@@ -10,6 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 
+# Level names that hold an accelerator (multi-node NVLink) domain: the labels source's `nvlink` preset
+# (`nvidia.com/gpu.clique`) and AWS's UltraServer `capacity-block`. Exports treat them as the unit a job
+# should stay inside (Slurm's block).
+ACCELERATOR_LEVELS = ("nvlink", "capacity-block")
+
+
 class TopologyError(ValueError):
     """Input that cannot form a valid topology; the message names the input and the problem."""
 

@@ -151,6 +151,17 @@ def test_block_passes_slurm_default_level(case: str, level: str, count: int, lab
     assert checked.sizes[0] == min(len(m) for m in checked.members.values())
 
 
+def test_nvlink_domain_is_the_default_block() -> None:
+    """GB200 NVL72 racks under IB leaves: the NVLink domain (18 trays) is the unit Slurm keeps a job in."""
+    paths = {f"gb{r:02d}-t{t:02d}": ("spine-a", f"leaf-{r // 2}", f"nvl-{r}") for r in range(4) for t in range(18)}
+    snap = _snapshot("combined", ("block", "leafgroup", "nvlink"), paths)
+    result = export_slurm(snap, SlurmOptions(format="block"))
+    checked = check_block_conf(result.text, list(snap.nodes))
+    assert checked.errors == [] and "# Blocks are nvlink domains" in result.text
+    assert sorted(len(m) for m in checked.members.values()) == [18, 18, 18, 18]
+    assert checked.sizes[0] == 18
+
+
 def test_consecutive_blocks_form_the_coarser_domains() -> None:
     snap = ib_snapshot()
     result = export_slurm(snap, SlurmOptions(format="block", block_level="leaf"))
