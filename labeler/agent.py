@@ -1,9 +1,10 @@
-"""The LLDP agent: publish this node's LLDP neighbours as an annotation on its own Node, and nothing else.
+"""The agent: publish what only the node itself can see as annotations on its own Node, and nothing else.
 
 It runs in a hostNetwork DaemonSet beside lldpd. Each round runs `lldpcli -f json0 show neighbors`, turns
-the output into the compact facts JSON (`providers.lldp_facts`) and sends one merge patch to its own Node
-when the facts changed, or when `resync` seconds passed (to restore an annotation someone removed). It
-never reads Nodes, so `patch` on nodes is all its RBAC grants; an admission policy keeps it to its own Node.
+the output into the compact facts JSON (`providers.lldp_facts`), optionally asks `nvidia-smi` for the
+node's NVLink domain (`labeler.gpu_fabric`), and sends one merge patch to its own Node when the values
+changed, or when `resync` seconds passed (to restore an annotation someone removed). It never reads Nodes,
+so `patch` on nodes is all its RBAC grants; an admission policy keeps it to its own Node.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from kubernetes.client.exceptions import ApiException
 
 from providers.base import SourceError
-from providers.lldp_facts import ANNOTATION, Neighbor, parse_json0
+from providers.lldp_facts import Neighbor, parse_json0
 
 from .kube import api_error
 from .model import TopologyError
@@ -52,9 +53,9 @@ def read_neighbors(command: Sequence[str], timeout: float = LLDPCLI_TIMEOUT) -> 
         raise SourceError(f"lldpcli output: not JSON: {exc}") from None
 
 
-def annotation_patch(value: str) -> dict[str, Any]:
-    """The merge patch that sets the facts annotation and touches nothing else."""
-    return {"metadata": {"annotations": {ANNOTATION: value}}}
+def annotation_patch(values: Mapping[str, str | None]) -> dict[str, Any]:
+    """The merge patch that sets (or, for None, removes) these annotations and touches nothing else."""
+    return {"metadata": {"annotations": dict(values)}}
 
 
 @dataclass

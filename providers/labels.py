@@ -8,6 +8,7 @@ from typing import Sequence
 
 from pydantic import model_validator
 
+from labeler.gpu_fabric import ANNOTATION as CLIQUE_ANNOTATION
 from labeler.nodes import Node
 from labeler.placement import Discovery, pad_depths
 
@@ -30,6 +31,8 @@ PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
     # (GB200/GB300 NVL72) once the fabric is up; usually combined with a network source.
     "nvlink": (("nvlink", "nvidia.com/gpu.clique"),),
 }
+# Where the GPU Operator does not run, `topolabel agent --nvlink` publishes the same value as an annotation.
+ANNOTATION_FALLBACK = {"nvidia.com/gpu.clique": CLIQUE_ANNOTATION}
 # Topograph: `fabric.topograph.run/tier-N` with tier 0 closest to the node, or its older keys.
 TOPOGRAPH_TIER = re.compile(r"^fabric\.topograph\.run/tier-(\d+)$")
 TOPOGRAPH_LEGACY = (("core", "network.topology.nvidia.com/core"),
@@ -68,13 +71,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(LabelsOptions, ctx)
     candidates = _candidates(opts, ctx.nodes)
-    used = [(name, key) for name, key in candidates if any(key in n.labels for n in ctx.nodes)]
+    used = [(name, key) for name, key in candidates if any(_value(n, key) for n in ctx.nodes)]
     if not used:
         keys = ", ".join(k for _, k in candidates) or "(none)"
         raise SourceError(f"labels: no node carries any of the keys {keys}")
     discovery = Discovery(NAME, tuple(name for name, _ in used))
     for node in ctx.nodes:
-        values = [node.labels.get(key, "").strip() for _, key in used]
+        values = [_value(node, key) for _, key in used]
         known = _known_prefix(values)
         if known == 0:
             discovery.problem(f"has none of the labels {', '.join(k for _, k in used)}", node.name)
@@ -85,6 +88,12 @@ def discover(ctx: SourceContext) -> Discovery:
             discovery.paths[node.name] = tuple(values[:known])
     pad_depths(discovery, len(used))
     return discovery
+
+
+def _value(node: Node, key: str) -> str:
+    """The label's value, else the agent's annotation standing in for it."""
+    value = node.labels.get(key) or node.annotations.get(ANNOTATION_FALLBACK.get(key, ""), "")
+    return value.strip()
 
 
 def _candidates(opts: LabelsOptions, nodes: Sequence[Node]) -> list[tuple[str, str]]:

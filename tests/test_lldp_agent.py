@@ -90,7 +90,8 @@ def test_agent_needs_a_node_name(monkeypatch, capsys) -> None:
 
 
 def test_the_patch_touches_only_the_annotation() -> None:
-    assert annotation_patch("{}") == {"metadata": {"annotations": {ANNOTATION: "{}"}}}
+    assert annotation_patch({ANNOTATION: "{}"}) == {"metadata": {"annotations": {ANNOTATION: "{}"}}}
+    assert annotation_patch({"topolabel.dev/gpu-clique": None}) == {"metadata": {"annotations": {"topolabel.dev/gpu-clique": None}}}
 
 
 def kubeconfig(path: Path, url: str) -> str:
