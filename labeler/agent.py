@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence, TextIO
 from kubernetes.client.exceptions import ApiException
 
 from providers.base import SourceError
+from providers.hosttools import run_tool
 from providers.lldp_facts import Neighbor, parse_json0
 
 from .kube import api_error
@@ -37,18 +37,10 @@ def lldpcli_command(lldpcli: str = "lldpcli", socket: str | None = None) -> list
 
 def read_neighbors(command: Sequence[str], timeout: float = LLDPCLI_TIMEOUT) -> tuple[Neighbor, ...]:
     """Run lldpcli and parse its json0 output; failures are one-line `SourceError`s."""
+    out = run_tool(command, timeout, missing="install lldpd, or give --lldpcli", failed="is lldpd running?",
+                   clean=lambda line: _LOG_PREFIX.sub("", line.strip()))
     try:
-        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise SourceError(f"{command[0]}: not found (install lldpd, or give --lldpcli)") from None
-    except subprocess.TimeoutExpired:
-        raise SourceError(f"{' '.join(command)}: no answer in {timeout:.0f} s") from None
-    if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        reason = _LOG_PREFIX.sub("", reason)
-        raise SourceError(f"{' '.join(command)}: {reason} (is lldpd running?)")
-    try:
-        return parse_json0(json.loads(done.stdout), "lldpcli output")
+        return parse_json0(json.loads(out), "lldpcli output")
     except json.JSONDecodeError as exc:
         raise SourceError(f"lldpcli output: not JSON: {exc}") from None
 

@@ -7,10 +7,8 @@ The agent publishes the same value as an annotation where the GPU Operator does 
 
 from __future__ import annotations
 
-import subprocess
-from typing import Sequence
-
 from providers.base import SourceError
+from providers.hosttools import run_tool
 
 ANNOTATION = "topolabel.dev/gpu-clique"
 QUERY = ["--query-gpu=fabric.clusterUuid,fabric.cliqueId", "--format=csv,noheader"]
@@ -41,14 +39,6 @@ def parse_cliques(text: str, origin: str = "nvidia-smi") -> str | None:
 
 
 def read_clique(nvidia_smi: str = "nvidia-smi", timeout: float = 30.0) -> str | None:
-    command: Sequence[str] = [nvidia_smi, *QUERY]
-    try:
-        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout)
-    except FileNotFoundError:
-        raise SourceError(f"{nvidia_smi}: not found (run the agent where the NVIDIA driver is, or drop --nvlink)") from None
-    except subprocess.TimeoutExpired:
-        raise SourceError(f"{' '.join(command)}: no answer in {timeout:.0f} s") from None
-    if done.returncode != 0:
-        reason = (done.stderr.strip() or done.stdout.strip() or f"exit status {done.returncode}").splitlines()[-1]
-        raise SourceError(f"{' '.join(command)}: {reason}")
-    return parse_cliques(done.stdout)
+    out = run_tool([nvidia_smi, *QUERY], timeout,
+                   missing="run the agent where the NVIDIA driver is, or drop --nvlink")
+    return parse_cliques(out)
