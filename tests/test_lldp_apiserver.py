@@ -57,7 +57,8 @@ def can(cluster: KubeCluster, *args: str) -> bool:  # noqa: F811
 def test_the_agents_patch_is_all_its_role_allows(agent_rbac: KubeCluster) -> None:
     cluster = agent_rbac
     api = as_agent(cluster)
-    agent = Agent(lambda: FACTS, lambda value: call_with_retries(lambda: patch_node(api, "gpu-a", annotation_patch(value))))
+    agent = Agent(lambda: FACTS, lambda value: call_with_retries(
+        lambda: patch_node(api, "gpu-a", annotation_patch({ANNOTATION: value}))))
     mark = cluster.audit_mark()
     assert agent.round()
     assert [(e.verb, e.name, e.code) for e in cluster.requests(mark, resource="nodes")] == [("patch", "gpu-a", 200)]
@@ -83,7 +84,7 @@ def test_the_agents_patch_is_all_its_role_allows(agent_rbac: KubeCluster) -> Non
 
 def test_rbac_alone_lets_it_patch_any_node(agent_rbac: KubeCluster) -> None:
     # the reason for the admission policy: RBAC cannot tell the agent's own Node from another
-    patch_node(as_agent(agent_rbac), "gpu-b", annotation_patch(FACTS))
+    patch_node(as_agent(agent_rbac), "gpu-b", annotation_patch({ANNOTATION: FACTS}))
 
 
 def test_the_daemonset_passes_a_server_side_dry_run(agent_rbac: KubeCluster) -> None:
