@@ -190,19 +190,37 @@ def binaries_or_skip() -> testcluster.Binaries:
     pytest.skip(reason)
 
 
+@dataclass
+class _Shared:
+    """The worker's one cluster and how many fixture instances hold it. Each test module that imports
+    `kube_cluster` gets its own session-scoped fixture from pytest; without this they would each start
+    a cluster."""
+
+    cluster: KubeCluster | None = None
+    holders: int = 0
+
+
+_SHARED = _Shared()
+
+
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
     """A real API server for this test session (one per xdist worker); stopped at the end."""
-    binaries = binaries_or_skip()
-    root = tmp_path_factory.mktemp("kube")
+    if _SHARED.cluster is None:
+        binaries = binaries_or_skip()
+        root = tmp_path_factory.mktemp("kube")
+        try:
+            _SHARED.cluster = KubeCluster(root, testcluster.up(root, binaries))
+        except testcluster.ClusterError as exc:
+            pytest.fail(str(exc), pytrace=False)
+    _SHARED.holders += 1
     try:
-        state = testcluster.up(root, binaries)
-    except testcluster.ClusterError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield KubeCluster(root, state)
+        yield _SHARED.cluster
     finally:
-        testcluster.down(root)
+        _SHARED.holders -= 1
+        if _SHARED.holders == 0:
+            testcluster.down(_SHARED.cluster.dir)
+            _SHARED.cluster = None
 
 
 @pytest.fixture

@@ -159,7 +159,10 @@ def test_kueue_crds_install_on_the_1_20_server(kube_cluster: KubeCluster) -> Non
     kube_cluster.install_kueue_crds()
     names = kube_cluster.kubectl("get", "crd", "-o", "name").stdout.split()
     assert "customresourcedefinition.apiextensions.k8s.io/topologies.kueue.x-k8s.io" in names
-    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "crd-test"},
-        "spec": {"levels": [{"nodeLabel": "topolabel.dev/block"}, {"nodeLabel": "kubernetes.io/hostname"}]}}))
-    assert kube_cluster.kubectl("get", "topologies.kueue.x-k8s.io", "crd-test", "-o", "name").returncode == 0
+    topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "crd-test"},
+                "spec": {"levels": [{"nodeLabel": "topolabel.dev/block"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
+    kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(topology))
+    try:
+        assert kube_cluster.kubectl("get", "topologies.kueue.x-k8s.io", "crd-test", "-o", "name").returncode == 0
+    finally:  # the cluster is shared with other modules' tests (the operator's count Topologies)
+        kube_cluster.kubectl("delete", "topologies.kueue.x-k8s.io", "crd-test")
