@@ -24,11 +24,13 @@ PHASES = {
 }
 
 
-def phase(args: list[str], stdout_path: Path | None) -> tuple[float, float]:
-    """Run one `topolabel` command in-process; return (seconds, peak RSS in MB)."""
+def phase(args: list[str], stdout_path: Path | None) -> tuple[float, float, float]:
+    """Run one `topolabel` command in-process; return (wall seconds, CPU seconds, peak RSS in MB).
+
+    CPU seconds are the figure to compare across runs when other work shares the machine."""
     from labeler.cli import main
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     with open(stdout_path or "/dev/null", "w") as out:
         real, sys.stdout = sys.stdout, out
         try:
@@ -37,7 +39,8 @@ def phase(args: list[str], stdout_path: Path | None) -> tuple[float, float]:
             sys.stdout = real
     if code not in (0,):
         raise SystemExit(f"phase failed ({code}): {args}")
-    return time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return (time.perf_counter() - start, time.process_time() - cpu,
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
 
 def main() -> None:
@@ -62,8 +65,9 @@ def main() -> None:
             capture = str(snap) if template[0] == "discover" else "-"
             result = subprocess.run([sys.executable, "-m", "bench.foundation", "--child", capture, *cmd],
                                     capture_output=True, text=True, check=True)
-            seconds, rss = json.loads(result.stdout.strip().splitlines()[-1])
-            rows.append({"phase": name, "nodes": len(items), "seconds": f"{seconds:.2f}", "peak RSS MB": f"{rss:.0f}"})
+            seconds, cpu, rss = json.loads(result.stdout.strip().splitlines()[-1])
+            rows.append({"phase": name, "nodes": len(items), "wall s": f"{seconds:.2f}", "CPU s": f"{cpu:.2f}",
+                         "peak RSS MB": f"{rss:.0f}"})
     print_table(f"Foundation pipeline, {len(items):,} nodes", rows)
 
 
