@@ -8,9 +8,11 @@ topolabel believes it sent.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from hack.synth import gke_cluster
 from labeler.cli import main
@@ -135,13 +137,25 @@ def test_patch_node_is_a_json_merge_patch(kube: KubeCluster) -> None:
     assert kube.node_labels()["merge-test"] == {"keep": "1", "new": "1"}
 
 
-def test_operator_user_has_no_rights_until_bound(kube: KubeCluster) -> None:
-    """The plain user the operator runs as starts with nothing (RBAC is on, it has no groups)."""
-    kube.create_nodes(gke_cluster(blocks=1, subblocks=1, hosts=2)[0])
-    denied = kube.kubectl("get", "nodes", as_operator=True, check=False)
-    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
-    allowed = kube.kubectl("auth", "can-i", "patch", "nodes", check=False)
-    assert allowed.stdout.strip() == "yes"
+def test_bind_operator_grants_a_cluster_role_to_the_plain_user(kube: KubeCluster, tmp_path: Path) -> None:
+    """RBAC is on and user topolabel-operator has no groups: it may do only what a bound role allows."""
+    name = "topolabel-test-secret-lister"
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}]}
+    (tmp_path / "role.yaml").write_text(yaml.safe_dump(role))
+
+    def operator_can(verb: str) -> str:
+        return kube.kubectl("auth", "can-i", verb, "secrets", as_operator=True, check=False).stdout.strip()
+
+    assert operator_can("list") == "no" and kube.kubectl("auth", "can-i", "list", "secrets").stdout.strip() == "yes"
+    try:
+        assert kube.bind_operator(tmp_path / "role.yaml") == name
+        deadline = time.monotonic() + 10  # the authorizer reads bindings from its informer cache
+        while operator_can("list") != "yes" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert operator_can("list") == "yes" and operator_can("get") == "no"
+    finally:  # the cluster is shared with other modules' tests
+        kube.kubectl("delete", f"clusterrolebinding/{name}-test-user", f"clusterrole/{name}")
 
 
 def test_node_status_as_given_and_through_the_status_subresource(kube: KubeCluster) -> None:
