@@ -9,5 +9,5 @@ Modules, from the pure core outwards:
 - `kubeapi`: raw JSON calls to the API server with retries and a metric per call;
 - `settings`: run options and the config (file, custom resource, flags);
 - `controller`: the reconcile loop (joins within seconds, full resync on an interval);
-- `handlers`: the kopf wiring (login, a Node index and `on.event`, startup and cleanup).
+- `handlers`: the kopf wiring (login, Node events feeding the node cache, startup and cleanup).
 """

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
@@ -48,24 +48,23 @@ class SourceTimeout(SourceError):
 
 
 class Controller:
-    def __init__(self, opts: RunOptions, kube: Kube, metrics: Metrics, health: Health,
-                 index: Mapping[str, Iterable[Node]]) -> None:
+    def __init__(self, opts: RunOptions, kube: Kube, metrics: Metrics, health: Health) -> None:
         self.opts = opts
         self.kube = kube
         self.metrics = metrics
         self.health = health
-        self.index = index  # kopf's Node index: name -> the Node
+        self.cache: dict[str, Node] = {}  # every node: a full pass's list, kept current by node events
         self.reporter = Reporter(kube, metrics, opts.name, opts.namespace)
         self.conditions = Conditions()
         self.topology = Topology()
         self.labeller = Labeller()
         self.kueue = KueueSync(kube)
-        self.spec: dict[str, Any] | None = None
+        self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
+        self.configured = False
         self.settings: Settings | None = None
         self.dirty: set[str] = set()
         self.gone: set[str] = set()
         self.wake = asyncio.Event()
-        self.indexed = asyncio.Event()
         self.full_at = 0.0  # loop time of the next full pass
         self.full_done = 0.0
         self.refused: str | None = None
@@ -78,12 +77,14 @@ class Controller:
 
     # --- called from kopf handlers (on the loop, never blocking) ---
 
-    def node_event(self, name: str, deleted: bool) -> None:
-        self.indexed.set()  # kopf calls event handlers only once its indices are filled
+    def node_event(self, node: Node, deleted: bool) -> None:
         if deleted:
-            self.labeller.forget(name)
-            self.gone.add(name)
-        self.dirty.add(name)
+            self.cache.pop(node.name, None)
+            self.labeller.forget(node.name)
+            self.gone.add(node.name)
+        else:
+            self.cache[node.name] = node
+        self.dirty.add(node.name)
         self.wake.set()
 
     def resource_event(self, body: Mapping[str, Any] | None) -> None:
@@ -92,13 +93,14 @@ class Controller:
             self.reporter.written = None
         self.reporter.resource = body
         spec = None if body is None else dict(body.get("spec") or {})
-        if spec != self.spec or self.settings is None:
+        if spec != self.spec or not self.configured:
             self.spec = spec
             self.reconfigure()
             self.request_full()
 
     def reconfigure(self) -> None:
         """New settings from the spec (or file) and flags; a bad config keeps the previous settings."""
+        self.configured = True
         try:
             self.settings = resolve(self.opts, self.spec)
         except (TopologyError, SourceError) as exc:
@@ -153,22 +155,23 @@ class Controller:
         self.metrics.syncs.labels(scope=scope).inc()
 
     def nodes(self) -> dict[str, Node]:
-        return {name: node for name, store in self.index.items() for node in store}
+        return dict(self.cache)
 
-    async def all_nodes(self) -> dict[str, Node]:
-        """Every node: from kopf's index once it is filled, before that (the first pass) from a list, so
-        the first labelling does not wait for kopf to process every node's event."""
-        if self.indexed.is_set():
-            return self.nodes()
-        return {n.name: n for n in await asyncio.to_thread(self.kube.list_nodes)}
+    async def list_nodes(self) -> dict[str, Node]:
+        """Every node, read from the server; it also resets the cache, less nodes deleted meanwhile."""
+        self.gone.clear()
+        listed = {n.name: n for n in await asyncio.to_thread(self.kube.list_nodes)}
+        for name in self.gone:
+            listed.pop(name, None)
+        self.cache = dict(listed)
+        return listed
 
     # --- passes ---
 
     async def full_pass(self) -> None:
         started = asyncio.get_running_loop().time()
-        nodes = await self.all_nodes()
         self.dirty.clear()
-        self.gone.clear()
+        nodes = await self.list_nodes()
         self.join_problems.clear()
         settings = self.settings
         plan = await self.rediscover(settings, nodes) if settings else None
