@@ -23,19 +23,26 @@ RETRYABLE = {409, 429, 500, 502, 503, 504}
 MERGE_PATCH = "application/merge-patch+json"
 
 
-def connect(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """An API client from a kubeconfig (flag, $KUBECONFIG, ~/.kube/config) or the in-cluster account."""
+def connect(kubeconfig: str | None = None, context: str | None = None, pool: int = 64) -> client.ApiClient:
+    """An API client from a kubeconfig (flag, $KUBECONFIG, ~/.kube/config) or the in-cluster account.
+
+    `pool` keep-alive connections: more than the patches in flight, so concurrent writes reuse connections
+    instead of opening a TLS session each.
+    """
+    cfg = client.Configuration()
     try:
         if kubeconfig or context:
-            return config.new_client_from_config(config_file=kubeconfig, context=context)
-        try:
-            config.load_incluster_config()
-            return client.ApiClient()
-        except ConfigException:
-            return config.new_client_from_config()
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        else:
+            try:
+                config.load_incluster_config(client_configuration=cfg)
+            except ConfigException:
+                config.load_kube_config(client_configuration=cfg)
     except (ConfigException, OSError) as exc:
         where = kubeconfig or "the default kubeconfig"
         raise TopologyError(f"{where}: cannot connect to a cluster: {exc}") from None
+    cfg.connection_pool_maxsize = max(pool, cfg.connection_pool_maxsize or 0)
+    return client.ApiClient(cfg)
 
 
 def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
@@ -85,9 +92,13 @@ def call_with_retries(fn: Callable[[], Any], retries: int = 5, stats: CallStats 
 
 
 def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False) -> None:
-    """One JSON merge patch on one Node (labels and annotations only, never the whole object)."""
-    client.CoreV1Api(api).patch_node(name, body, dry_run="All" if dry_run else None,
-                                     _content_type=MERGE_PATCH, _preload_content=False)
+    """One JSON merge patch on one Node (labels and annotations only, never the whole object).
+
+    The response body is drained (not parsed) so its connection goes back to the pool for the next patch."""
+    resp = client.CoreV1Api(api).patch_node(name, body, dry_run="All" if dry_run else None,
+                                            _content_type=MERGE_PATCH, _preload_content=False)
+    resp.drain_conn()
+    resp.release_conn()
 
 
 def api_error(exc: ApiException) -> str:
