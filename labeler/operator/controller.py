@@ -117,9 +117,19 @@ class Controller:
 
     # --- the loop ---
 
-    async def run(self) -> None:
+    async def prepare(self) -> None:
+        """Read the TopologyLabeler, then the first full pass. The operator runs this before kopf starts
+        watching, so the first labelling does not share the CPU with kopf's initial burst of node events
+        (which then show nodes already labelled)."""
         loop = asyncio.get_running_loop()
         await self.startup()
+        self.full_at = loop.time() + self.opts.resync
+        await self.guarded("full", self.full_pass)
+        self.full_done = loop.time()
+
+    async def run(self) -> None:
+        """The loop, after `prepare`: node passes on events, full passes on the interval or on request."""
+        loop = asyncio.get_running_loop()
         while True:
             self.health.beat()
             delay = self.full_at - loop.time()

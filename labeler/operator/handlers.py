@@ -105,6 +105,7 @@ class Operator:
                 self._http, self.port = await serve(self.metrics, self.health, opts.http_host, opts.http_port)
             except OSError as exc:
                 raise kopf.PermanentError(f"cannot serve http on {opts.http_host}:{opts.http_port}: {exc}") from None
+            await self.controller.prepare()  # kopf starts its watches once this handler returns
             self._task = asyncio.create_task(self.controller.run(), name="topolabel reconcile loop")
             self.health.loop_done = self._task.done
 
