@@ -94,6 +94,12 @@ def test_a_written_change_counts_as_done_until_the_watch_shows_it_or_it_expires(
     now[0] += PENDING_SECONDS + 1
     assert lab.effective(stale) is stale  # expired: the watched state is trusted again
 
+    # an event that shows the patch ends the overlay, so a later hand edit is seen (and put back)
+    lab.record(Plan([change], 0, [], 1), ApplyResult(written=["n1"]))
+    lab.observe(node("n1", {"topolabel.dev/rack": "k1"}, "topolabel.dev/rack"))
+    edited = node("n1", {}, "topolabel.dev/rack")
+    assert lab.effective(edited) is edited
+
 
 def test_node_states_and_a_plan_for_a_few_nodes() -> None:
     snap = place(CFG, discovery({"a": ("r1", "k1"), "b": ("r1", "k2"), "c": ("r1", "k2")}))

@@ -84,6 +84,7 @@ class Controller:
             self.gone.add(node.name)
         else:
             self.cache[node.name] = node
+            self.labeller.observe(node)
         self.dirty.add(node.name)
         self.wake.set()
 

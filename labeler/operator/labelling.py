@@ -1,9 +1,10 @@
 """Which nodes to patch, given the topology and the watched nodes.
 
 The watch shows the operator's own patches a little later than they land, and an event sent just before a
-patch can arrive just after it. So each successful patch is overlaid on the watched node until the watch
+patch can arrive just after it. So each successful patch is overlaid on the watched node until an event
 shows it (or PENDING_SECONDS pass, after which the watched state is trusted again): no patch is sent twice,
-even when a busy operator's watch lags minutes behind its writes.
+even when a busy operator's watch lags minutes behind its writes. Events after that one are newer than the
+patch, so a label changed by hand is put back at once.
 """
 
 from __future__ import annotations
@@ -46,6 +47,12 @@ class Labeller:
         labels.update(change.set)
         annotations = {**node.annotations, MANAGED_ANNOTATION: ",".join(change.managed)}
         return replace(node, labels=labels, annotations=annotations)
+
+    def observe(self, node: Node) -> None:
+        """A watch event: once one shows the last patch, the overlay goes (later events are newer)."""
+        entry = self.pending.get(node.name)
+        if entry is not None and shows(node, entry.change):
+            del self.pending[node.name]
 
     def forget(self, name: str) -> None:
         self.pending.pop(name, None)
