@@ -32,13 +32,6 @@ log = logging.getLogger(__name__)
 POOL_SIZE = 256  # HTTP connections kept: label patches run apply.concurrency (at most 256) at once
 
 
-def api_client(opts: RunOptions) -> client.ApiClient:
-    """The CLI's connection (kubeconfig flag, $KUBECONFIG, in-cluster), with a pool sized for parallel patches."""
-    configuration = connect(opts.kubeconfig, opts.context).configuration
-    configuration.connection_pool_maxsize = POOL_SIZE
-    return client.ApiClient(configuration)
-
-
 def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
     """kopf's credentials from the kubernetes client's configuration (read again on every login)."""
     header = (configuration.get_api_key_with_prefix("BearerToken")
@@ -68,7 +61,7 @@ class Operator:
         load_config(opts.config_path)  # a broken config file stops the start, with the file's error
         self.opts = opts
         self.metrics = Metrics()
-        self.kube = Kube(api_client(opts), self.metrics)
+        self.kube = Kube(connect(opts.kubeconfig, opts.context, pool=POOL_SIZE), self.metrics)
         self.health = Health(stale_after=opts.resync + opts.source_timeout + 300)
         self.controller: Controller | None = None
         self.port = 0
