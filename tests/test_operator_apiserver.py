@@ -140,7 +140,7 @@ def test_a_thousand_nodes_one_start_then_zero_writes_and_a_dead_source_loses_not
 
 def test_killed_and_restarted_on_the_server_each_node_is_written_once(
         cluster: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
-    items, truth = gke_cluster(2, 4, 40)  # 320 nodes, written one at a time
+    items, truth = gke_cluster(2, 4, 100)  # 800 nodes written one at a time: seconds to kill it mid-way
     config = tmp_path / "topolabel.yaml"
     config.write_text(yaml.safe_dump({"source": {"type": "labels", "preset": "gke"}, "apply": {"concurrency": 1}}))
     cluster.create_nodes(items)
