@@ -193,11 +193,14 @@ def test_a_plan_that_rewrites_too_many_nodes_is_refused(tmp_path: Path) -> None:
     items, truth = gke_cluster(1, 2, 4)
     with MockCluster() as cluster:
         cluster.create_nodes(items)
-        with InThread(options(cluster, tmp_path, flags=GKE_FLAGS, resync=1.0)) as op:
+        cluster.call("POST", LABELER, labeler({"source": {"type": "labels", "preset": "gke"}}))
+        with InThread(options(cluster, tmp_path)) as op:  # resync 300 s: the spec change below starts a pass
             op.wait_passes(1)
             mark = len(cluster.seen())
             for name in sorted(truth)[:4]:  # half the nodes report another subblock (limit: 25 %)
                 cluster.patch_node(name, {"metadata": {"labels": {GKE_KEYS[1]: "renumbered"}}})
+            wait_until(lambda: op.passes("nodes") >= 1, 10, "the node pass for the changed nodes")
+            cluster.call("PATCH", f"{LABELER}/default", {"spec": {"plan": {"maxChangeFraction": 0.25}}})
             wait_until(lambda: op.conditions.get("LabelsInSync") == ("False", "PlanRefused"), 10, "PlanRefused")
             assert ("Warning", "PlanRefused") in events(cluster, mark)
             assert node_patches(cluster, mark) == []

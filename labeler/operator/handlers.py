@@ -81,13 +81,15 @@ class Operator:
         def login(**_: Any) -> kopf.ConnectionInfo:
             return connection_info(connect(opts.kubeconfig, opts.context).configuration)
 
+        # Event handlers are coroutines: kopf runs plain functions in threads, and the controller's state
+        # belongs to the event loop.
         @kopf.on.event("v1", "nodes", id="node", registry=registry)
-        def node_event(type: str, event: Any, **_: Any) -> None:
+        async def node_event(type: str, event: Any, **_: Any) -> None:
             if self.controller is not None:
                 self.controller.node_event(Node.from_object(event["object"]), deleted=type == "DELETED")
 
         @kopf.on.event(GROUP, VERSION, PLURAL, id="topologylabeler", registry=registry)
-        def labeler_event(type: str, name: str, event: Any, **_: Any) -> None:
+        async def labeler_event(type: str, name: str, event: Any, **_: Any) -> None:
             if self.controller is not None and name == opts.name:
                 self.controller.resource_event(None if type == "DELETED" else event["object"])
 
