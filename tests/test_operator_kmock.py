@@ -133,7 +133,8 @@ def test_joining_nodes_are_labelled_within_seconds_and_leaving_ones_leave_the_qu
 
             # a node that joins before the cloud labelled it is left alone, then labelled once it is
             cluster.create_nodes([node_object("gke-a4-b01-s00-n042", {}, B200, "us-central1-b")])
-            wait_until(lambda: op.passes("nodes") >= 3, 10, "the node pass for the unlabelled node")
+            wait_until(lambda: "gke-a4-b01-s00-n042" in op.operator.controller.join_problems, 10,
+                       "the unlabelled node reported as not placed")
             assert not any(k in cluster.node_labels()["gke-a4-b01-s00-n042"] for k in KEYS)
             cluster.patch_node("gke-a4-b01-s00-n042", {"metadata": {"labels": dict(zip(GKE_KEYS, ("b1", "s1", "h1")))}})
             wait_until(lambda: placed(cluster.node_labels()["gke-a4-b01-s00-n042"], ("b1", "s1", "h1")), 10,
