@@ -56,6 +56,11 @@ def label_drift(snapshot: Snapshot, nodes: Sequence[Node]) -> Report:
     return report
 
 
+def stale(report: Report) -> list[Disagreement]:
+    """Disagreements on labels a node already carries (drift), leaving out labels not written yet."""
+    return [d for d in report.disagreements if d.a is not None]
+
+
 def default_pairs(a: Snapshot, b: Snapshot) -> list[tuple[str, str]]:
     """Levels with the same name; else levels aligned from the finest up (leaf with leaf, block with block)."""
     same = [lv.name for lv in a.levels if lv.name in {x.name for x in b.levels}]

@@ -314,3 +314,24 @@ def test_killed_and_restarted_mid_run_converges_without_writing_a_node_twice(tmp
             stop(second)
         assert set(node_patches(cluster, mark)) == set(truth) - done_before
         assert Counter(node_patches(cluster)) == {n: 1 for n in truth}
+
+
+def test_stale_labels_are_reported_as_drift_then_corrected(tmp_path: Path) -> None:
+    """What `topolabel verify` reports, the operator exposes as a metric and an Event (and then fixes)."""
+    items, truth = gke_cluster(1, 2, 4)
+    stale = sorted(truth)[:2]
+    for item in items:
+        if item["metadata"]["name"] in stale:
+            item["metadata"]["labels"].update({k: v for k, v in zip(KEYS, truth[item["metadata"]["name"]])})
+            item["metadata"]["labels"][KEYS[1]] = "moved-long-ago"
+            item["metadata"].setdefault("annotations", {})["topolabel.dev/managed-labels"] = ",".join(sorted(KEYS))
+    with MockCluster() as cluster:
+        cluster.create_nodes(items)
+        with InThread(options(cluster, tmp_path, flags=GKE_FLAGS)) as op:
+            op.wait_passes(1)
+            assert op.sample("topolabel_drift_nodes") == len(stale)
+            assert ("Warning", "Drift") in events(cluster)
+            drift = next(s.data["message"] for s in cluster.writes() if s.path.endswith("/events")
+                         and s.data["reason"] == "Drift")
+            assert f"{stale[0]} subblock: moved-long-ago -> {truth[stale[0]][1]}" in drift
+            assert all(placed(labels, truth[n]) for n, labels in cluster.node_labels().items())

@@ -24,11 +24,12 @@ from providers.base import SourceError
 from ..apply import apply_plan
 from ..config import Config
 from ..kube import api_error
-from ..model import Problem, TopologyError
+from ..model import Problem, Snapshot, TopologyError
 from ..nodes import Node
 from ..pipeline import run_source
 from ..placement import Discovery
 from ..plan import Plan, PlanRefused, check_share
+from ..verify import label_drift, stale
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -248,11 +249,23 @@ class Controller:
             await self.transition("LabelsInSync", False, "PlanRefused", f"{exc}; the last good topology stays")
             return None
         self.refused = None
+        await self.report_drift(snapshot, nodes)
         self.topology.adopt(found, snapshot)
         await self.transition("SourceAvailable", True, "Discovered",
                               f"{settings.source}: {len(snapshot.nodes)} node(s) placed in {len(snapshot.levels)} "
                               "level(s)")
         return plan
+
+    async def report_drift(self, snapshot: Snapshot, nodes: dict[str, Node]) -> None:
+        """Labels a fresh discovery disagrees with (as `topolabel verify` reports them): a metric and an Event."""
+        drifted = stale(label_drift(snapshot, list(nodes.values())))
+        names = sorted({d.node for d in drifted})
+        self.metrics.drift.set(len(names))
+        if names:
+            examples = "; ".join(f"{d.node} {d.level}: {d.a} -> {d.b}" for d in drifted[:3])
+            await asyncio.to_thread(self.reporter.event, "Warning", "Drift",
+                                    f"{len(names)} node(s) carry topology labels that differ from a fresh discovery "
+                                    f"({examples}); correcting them")
 
     async def source_failed(self, exc: Exception) -> None:
         self.metrics.errors.labels(kind="source").inc()

@@ -39,6 +39,8 @@ class Metrics:
                                     registry=reg)
         self.syncs = Counter("topolabel_syncs_total", "Reconcile passes finished: full (resync) or nodes (events)",
                              ["scope"], registry=reg)
+        self.drift = Gauge("topolabel_drift_nodes", "Nodes whose topology labels differed from the last full "
+                           "discovery before it corrected them (stale labels)", registry=reg)
         self.last_sync = Gauge("topolabel_last_sync_timestamp_seconds", "When the last full resync finished",
                                registry=reg)
         for state in NODE_STATES:
