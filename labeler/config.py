@@ -111,5 +111,9 @@ def parse_config(data: Any, origin: str) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        details = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors())
-        raise TopologyError(f"{origin}: {details}") from None
+        raise TopologyError(f"{origin}: {validation_details(exc, '(top)')}") from None
+
+
+def validation_details(exc: ValidationError, top: str) -> str:
+    """Pydantic's errors on one line, each as `dotted.key: message` (`top` when the whole input is wrong)."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or top}: {e['msg']}" for e in exc.errors())

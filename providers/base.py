@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from labeler.config import validation_details
 from labeler.nodes import Node
 
 # name -> module; modules are imported only when used, so a source's heavy client stays unloaded.
@@ -51,9 +52,7 @@ def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
-        details = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '(options)'}: {err['msg']}" for err in exc.errors())
-        raise SourceError(f"{ctx.origin}: {details}") from None
+        raise SourceError(f"{ctx.origin}: {validation_details(exc, '(options)')}") from None
 
 
 def snake(key: str) -> str:

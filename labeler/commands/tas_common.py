@@ -22,7 +22,7 @@ from ..config import Config
 from ..kube import connect
 from ..kube_tas import list_kueue_objects, list_pods
 from ..model import Level, Snapshot, TopologyError
-from ..nodes import Node, read_document
+from ..nodes import Node, read_document, yaml_error
 from ..pipeline import read_snapshot
 
 
@@ -52,8 +52,10 @@ def read_kueue_objects(path: str) -> list[dict[str, Any]]:
     for file in files:
         try:
             objects.extend(doc for doc in yaml.safe_load_all(file.read_text()) if isinstance(doc, dict))
-        except (OSError, yaml.YAMLError) as exc:
-            raise TopologyError(f"{file}: cannot read: {exc}".replace("\n", " ")) from None
+        except OSError as exc:
+            raise TopologyError(f"{file}: cannot read: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise TopologyError(f"{file}: cannot read: {yaml_error(exc)}") from None
     return objects
 
 
