@@ -1,4 +1,4 @@
-"""Benchmark: label N nodes (default 10,000) on a real kube-apiserver 1.20, many patches in flight vs one
+"""Benchmark: label N nodes (default 10,000) on a real kube-apiserver 1.36, many patches in flight vs one
 at a time.
 
 Each concurrency gets a fresh test cluster (hack/testcluster.py) with the same synthetic GKE nodes, so
@@ -7,7 +7,7 @@ through the same client the CLI builds; then the steady-state pass (list + plan 
 Patches are counted from the server's audit log; CPU is the benchmark process (the client) and
 kube-apiserver + etcd (the server), which on a small shared machine says more than wall time.
 
-Run: python -m bench.apply [--nodes N] [--concurrency 16,1]   (needs hack/build-kube-apiserver first)
+Run: python -m bench.apply [--nodes N] [--concurrency 16,1]   (needs hack/build-test-stack first)
 """
 
 from __future__ import annotations
@@ -115,12 +115,12 @@ def main() -> None:
     parser.add_argument("--concurrency", default="16,1", help="comma-separated values to compare")
     args = parser.parse_args()
     if testcluster.find_binaries() is None:
-        raise SystemExit("bench.apply: no kube-apiserver/etcd; run hack/build-kube-apiserver first")
+        raise SystemExit("bench.apply: no test cluster binaries; run hack/build-test-stack first")
     hosts = 125
     items, _ = gke_cluster(blocks=max(1, args.nodes // (8 * hosts)), subblocks=8, hosts=hosts)
     load = os.getloadavg()[0]
     rows = [row for c in args.concurrency.split(",") for row in run(items, int(c))]
-    print_table(f"Applying labels on kube-apiserver 1.20, {len(items):,} nodes "
+    print_table(f"Applying labels on kube-apiserver 1.36, {len(items):,} nodes "
                 f"({os.cpu_count()} CPUs, load average {load:.1f} -> {os.getloadavg()[0]:.1f})", rows)
 
 

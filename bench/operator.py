@@ -1,4 +1,4 @@
-"""Benchmark: `topolabel run` labelling N nodes (default 10,000) on a real kube-apiserver 1.20, next to the
+"""Benchmark: `topolabel run` labelling N nodes (default 10,000) on a real kube-apiserver 1.36, next to the
 same work done by `topolabel apply` one patch at a time.
 
 Each row gets a fresh test cluster (hack/testcluster.py) holding the same synthetic GKE nodes and Kueue's
@@ -9,7 +9,7 @@ counted from the server's audit log; "second resync writes" are the operator's w
 pass. `topolabel apply --concurrency 1` runs as a child process too (list, discover, plan, then one patch at
 a time). Peak RSS is each child's maximum resident set (from wait4).
 
-Run: python -m bench.operator [--nodes N] [--resync S]   (needs hack/build-kube-apiserver first)
+Run: python -m bench.operator [--nodes N] [--resync S]   (needs hack/build-test-stack first)
 """
 
 from __future__ import annotations
@@ -133,11 +133,11 @@ def main() -> None:
     parser.add_argument("--resync", type=float, default=30.0, help="the operator's resync interval (seconds)")
     args = parser.parse_args()
     if testcluster.find_binaries() is None:
-        raise SystemExit("bench.operator: no kube-apiserver/etcd; run hack/build-kube-apiserver first")
+        raise SystemExit("bench.operator: no test cluster binaries; run hack/build-test-stack first")
     hosts = 125
     items, _ = gke_cluster(blocks=max(1, args.nodes // (8 * hosts)), subblocks=8, hosts=hosts)
     rows = [operator_row(items, args.resync), sequential_row(items)]
-    print_table(f"Operator on kube-apiserver 1.20, {len(items):,} nodes", rows)
+    print_table(f"Operator on kube-apiserver 1.36, {len(items):,} nodes", rows)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
-"""A real Kubernetes API server for tests: Debian's etcd plus kube-apiserver 1.20, all on 127.0.0.1.
+"""A real Kubernetes control plane for tests, all on 127.0.0.1, and optionally the real Kueue manager.
 
-`up(dir)` starts both in the background and returns once `/readyz` answers; `down(dir)` stops them by the
-PIDs recorded in `dir`. Everything a cluster needs lives in `dir` (certificates, tokens, etcd data, logs,
-kubeconfigs, an audit log of every request), and the ports are picked free, so clusters started in
-different directories run side by side. Only the standard library is used: `hack/test-cluster` runs this
-file without the project installed.
+`up(dir)` starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler (v1.36, built by
+hack/build-test-stack) in the background and returns once each answers; `up(dir, kueue=True)` also installs
+Kueue's and JobSet's CRDs and Kueue's RBAC and webhooks from their Go modules and runs the Kueue manager.
+`down(dir)` stops them by the PIDs recorded in `dir`. Everything a cluster needs lives in `dir` (certificates,
+tokens, etcd data, logs, kubeconfigs, an audit log of every request), and the ports are picked free, so
+clusters started in different directories run side by side. Only the standard library is used:
+`hack/test-cluster` runs this file without the project installed (YAML is read by kubectl).
 
-No controller-manager or scheduler runs: objects are stored and served, nothing reconciles them, and no
-ServiceAccount token is ever minted. Access is by static tokens instead: `admin` (group system:masters,
-in `kubeconfig`) and `topolabel-operator` (no groups, in `operator.kubeconfig`; RBAC grants it nothing
-until a binding does).
+There is no kubelet: Nodes are API objects whose status the tests write. Pods that kube-scheduler binds to them
+stay Pending with their nodeName set. Access is by static tokens: `admin` (group system:masters, in
+`kubeconfig`) and `topolabel-operator` (no groups, in `operator.kubeconfig`; RBAC grants it nothing until a
+binding does); the controller-manager and scheduler have their own users, Kueue runs as its ServiceAccount.
 """
 
 from __future__ import annotations
@@ -27,25 +29,46 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 CACHE = Path(os.environ.get("TOPOLABEL_CACHE") or
              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "topolabel")
+STACK = CACHE / "stack"  # links made by hack/build-test-stack
 ADMIN = "admin"
 OPERATOR = "topolabel-operator"
+CONTROLLER_MANAGER = "system:kube-controller-manager"  # bound to its role by the server's bootstrap RBAC
+SCHEDULER = "system:kube-scheduler"
 STATE = "cluster.json"
 START_ATTEMPTS = 3  # a picked port can be taken by someone else before the server binds it
 READY_TIMEOUT = 90.0
+KUEUE_TOKEN_SECONDS = 366 * 24 * 3600
+# Stopped in the reverse order.
+PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue")
+# What a cluster without kubelets must not run: node lifecycle would mark every Node NotReady and taint it
+# (no kubelet posts heartbeats); the TTL controller annotates every Node, which tests would see as writes.
+CONTROLLERS = "*,-node-lifecycle-controller,-ttl-controller"
+# What of Kueue's released manifests (config/default) is installed; the Deployment, Services, APIService
+# (visibility, off here) and ConfigMap are replaced by the process and the configuration this file writes.
+KUEUE_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+               "CustomResourceDefinition", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
-# One audit event per request, when its response is complete; the server's own loopback traffic is left
-# out. Tests count writes from this log (e.g. "a second apply sends no PATCH").
-AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+# One audit event per request, when its response is complete. Left out: the server's own loopback traffic
+# and what the controllers only read. Tests count writes from this log ("a second apply sends no PATCH").
+AUDIT_POLICY = f"""apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
 - level: None
   users: ["system:apiserver"]
+- level: None
+  users: ["{CONTROLLER_MANAGER}", "{SCHEDULER}"]
+  verbs: [get, list, watch]
+- level: None
+  userGroups: ["system:serviceaccounts:kube-system", "system:serviceaccounts:kueue-system"]
+  verbs: [get, list, watch]
 - level: Metadata
 """
 
@@ -56,28 +79,39 @@ class ClusterError(RuntimeError):
 
 @dataclass
 class Binaries:
-    kube_apiserver: str
     etcd: str
-    kubectl: str | None
+    kube_apiserver: str
+    kube_controller_manager: str
+    kube_scheduler: str
+    kubectl: str
+    kueue: str | None = None
+    kueue_module: str | None = None  # Kueue's module directory: config/ holds its CRDs and webhooks
+    jobset_module: str | None = None
 
 
-def find_binary(name: str, env: str) -> str | None:
-    """$ENV, then what hack/build-kube-apiserver cached, then PATH."""
+def stack_path(name: str) -> str | None:
+    """$TOPOLABEL_<NAME> (dashes as underscores), else what hack/build-test-stack linked in the cache."""
+    env = "TOPOLABEL_" + name.upper().replace("-", "_")
     if os.environ.get(env):
         return os.environ[env]
-    cached = CACHE / "bin" / name
-    if cached.exists() and os.access(cached, os.X_OK):
-        return str(cached)
-    return shutil.which(name)
+    linked = STACK / name
+    return str(linked.resolve()) if linked.exists() else None
 
 
 def find_binaries() -> Binaries | None:
-    """The programs a cluster needs, or None when kube-apiserver or etcd is missing."""
-    apiserver = find_binary("kube-apiserver", "TOPOLABEL_KUBE_APISERVER")
-    etcd = find_binary("etcd", "TOPOLABEL_ETCD")
-    if not apiserver or not etcd:
+    """The programs a cluster needs, or None when one is missing; the Kueue parts may be None."""
+    core = {name: stack_path(name) for name in
+            ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")}
+    if not all(core.values()):
         return None
-    return Binaries(apiserver, etcd, find_binary("kubectl", "TOPOLABEL_KUBECTL"))
+    return Binaries(**{k.replace("-", "_"): v for k, v in core.items()}, kueue=stack_path("kueue"),
+                    kueue_module=stack_path("kueue-module"), jobset_module=stack_path("jobset-module"))
+
+
+def kueue_crd_dir() -> Path | None:
+    """Kueue's CRDs (config/components/crd/bases) in the Go module cache, when hack/build-test-stack ran."""
+    module = stack_path("kueue-module")
+    return Path(module) / "config" / "components" / "crd" / "bases" if module else None
 
 
 @dataclass
@@ -88,7 +122,9 @@ class State:
     etcd: str
     pids: dict[str, int]
     tokens: dict[str, str]
-    kubectl: str | None
+    kubectl: str
+    ports: dict[str, int] = field(default_factory=dict)
+    kueue: bool = False
 
 
 def free_ports(count: int) -> list[int]:
@@ -105,49 +141,69 @@ def free_ports(count: int) -> list[int]:
             sock.close()
 
 
-def openssl(*args: str) -> None:
-    result = subprocess.run(["openssl", *args], capture_output=True, text=True)
+def run(command: list[str], what: str, input: str | None = None, timeout: float = 120) -> str:
+    """A short command's stdout; ClusterError with its stderr when it fails."""
+    result = subprocess.run(command, input=input, capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
-        raise ClusterError(f"openssl {args[0]} failed: {result.stderr.strip()}")
+        raise ClusterError(f"{what} failed: {result.stderr.strip()[-2000:]}")
+    return result.stdout
+
+
+def openssl(*args: str) -> None:
+    run(["openssl", *args], f"openssl {args[0]}")
+
+
+def ec_key_and_csr(pki: Path, name: str, subject: str) -> None:
+    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", str(pki / f"{name}.key"), "-out", str(pki / f"{name}.csr"), "-subj", subject)
+
+
+def sign_server_cert(pki: Path, name: str, alt_names: str) -> None:
+    """`name`.crt for `name`.key, a serving certificate for `alt_names` signed by the cluster's CA."""
+    ec_key_and_csr(pki, name, f"/CN={name}")
+    (pki / f"{name}.ext").write_text(f"subjectAltName={alt_names}\nextendedKeyUsage=serverAuth\n"
+                                     "keyUsage=critical,digitalSignature,keyEncipherment\n")
+    openssl("x509", "-req", "-in", str(pki / f"{name}.csr"), "-CA", str(pki / "ca.crt"),
+            "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", "3650",
+            "-extfile", str(pki / f"{name}.ext"), "-out", str(pki / f"{name}.crt"))
 
 
 def make_certs(pki: Path) -> None:
-    """A CA, a serving certificate for 127.0.0.1/localhost signed by it, and the service-account key."""
+    """A CA; serving certificates for the API server and Kueue's webhooks signed by it; the service-account key."""
     pki.mkdir(parents=True, exist_ok=True)
-    days = "3650"
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"), "-days", days,
+            "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"), "-days", "3650",
             "-subj", "/CN=topolabel-test-ca")
-    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-keyout", str(pki / "apiserver.key"), "-out", str(pki / "apiserver.csr"), "-subj", "/CN=kube-apiserver")
-    (pki / "apiserver.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc\n"
-        "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
-    openssl("x509", "-req", "-in", str(pki / "apiserver.csr"), "-CA", str(pki / "ca.crt"),
-            "-CAkey", str(pki / "ca.key"), "-CAcreateserial", "-days", days,
-            "-extfile", str(pki / "apiserver.ext"), "-out", str(pki / "apiserver.crt"))
+    sign_server_cert(pki, "apiserver", "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc")
+    sign_server_cert(pki, "kueue-webhook", "IP:127.0.0.1,DNS:localhost")
     openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(pki / "sa.key"))
     openssl("pkey", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
 
 
+TOKEN_USERS = {ADMIN: "system:masters", OPERATOR: None, CONTROLLER_MANAGER: None, SCHEDULER: None}
+
+
 def write_tokens(path: Path) -> dict[str, str]:
     """The static token file: token,user,uid[,"groups"]. The operator user has no groups at all."""
-    tokens = {ADMIN: secrets.token_hex(16), OPERATOR: secrets.token_hex(16)}
-    path.write_text(f'{tokens[ADMIN]},{ADMIN},{ADMIN},"system:masters"\n'
-                    f"{tokens[OPERATOR]},{OPERATOR},{OPERATOR}\n")
+    tokens = {user: secrets.token_hex(16) for user in TOKEN_USERS}
+    path.write_text("".join(f"{tokens[user]},{user},{user}" + (f',"{group}"' if group else "") + "\n"
+                            for user, group in TOKEN_USERS.items()))
     path.chmod(0o600)
     return tokens
 
 
 def kubeconfig(server: str, ca: Path, user: str, token: str) -> str:
     """A one-context kubeconfig; JSON is valid YAML, and the CA is inlined so the file stands alone."""
-    ca_data = base64.b64encode(ca.read_bytes()).decode()
     return json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "test",
-        "clusters": [{"name": "test", "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "clusters": [{"name": "test", "cluster": {"server": server, "certificate-authority-data": b64(ca)}}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": "test", "context": {"cluster": "test", "user": user}}],
     }, indent=2) + "\n"
+
+
+def b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
 
 
 def etcd_command(etcd: str, root: Path, client: int, peer: int) -> list[str]:
@@ -157,6 +213,7 @@ def etcd_command(etcd: str, root: Path, client: int, peer: int) -> list[str]:
             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
             "--initial-cluster", f"test=http://127.0.0.1:{peer}",
+            "--listen-metrics-urls", "",
             "--logger", "zap", "--log-level", "warn"]
 
 
@@ -164,10 +221,10 @@ def apiserver_command(apiserver: str, root: Path, etcd_url: str, port: int) -> l
     pki = root / "pki"
     return [apiserver,
             f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--secure-port={port}", "--insecure-port=0",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
             f"--cert-dir={pki}",
             f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
             f"--token-auth-file={root / 'tokens.csv'}",
             "--authorization-mode=RBAC",
             f"--service-account-key-file={pki / 'sa.pub'}",
@@ -175,21 +232,54 @@ def apiserver_command(apiserver: str, root: Path, etcd_url: str, port: int) -> l
             "--service-account-issuer=https://kubernetes.default.svc",
             "--service-cluster-ip-range=10.96.0.0/24",
             "--endpoint-reconciler-type=none",  # it would publish 127.0.0.1, which Endpoints refuse
+            # It taints every new Node not-ready until a kubelet reports; with no kubelet, nothing would
+            # ever be scheduled. Nodes here are Ready when their stored status says so.
+            "--disable-admission-plugins=TaintNodesByCondition",
             f"--audit-policy-file={root / 'audit-policy.yaml'}",
             f"--audit-log-path={root / 'audit.log'}", "--audit-log-format=json",
-            "--profiling=false", "--logtostderr=true", "--v=0"]
+            "--profiling=false", "--v=0"]
 
 
-def spawn(command: list[str], log: Path) -> subprocess.Popen:
+def component_flags(root: Path, name: str, port: int) -> list[str]:
+    """What kube-controller-manager and kube-scheduler share: a kubeconfig, their own HTTPS port."""
+    config = root / f"{name}.kubeconfig"
+    return [f"--kubeconfig={config}", f"--authentication-kubeconfig={config}",
+            f"--authorization-kubeconfig={config}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", f"--cert-dir={root / name}",
+            "--leader-elect=false", "--profiling=false", "--v=0"]
+
+
+def controller_manager_command(binary: str, root: Path, port: int) -> list[str]:
+    pki = root / "pki"
+    return [binary, *component_flags(root, "kube-controller-manager", port),
+            f"--controllers={CONTROLLERS}",
+            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+            # each controller as its own ServiceAccount with the server's bootstrap roles, as in a real cluster
+            "--use-service-account-credentials=true", "--cluster-name=topolabel-test"]
+
+
+def scheduler_command(binary: str, root: Path, port: int) -> list[str]:
+    return [binary, *component_flags(root, "kube-scheduler", port)]
+
+
+def spawn(command: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """A daemon in its own session (so a Ctrl-C in the caller's terminal does not reach it)."""
     with open(log, "ab") as out:
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, close_fds=True)
+                                start_new_session=True, close_fds=True, env=env)
 
 
-def request(server: str, path: str, ca: Path, token: str, timeout: float = 2.0) -> tuple[int, str]:
-    ctx = ssl.create_default_context(cafile=str(ca))
-    req = urllib.request.Request(server + path, headers={"Authorization": f"Bearer {token}"})
+def request(url: str, ca: Path | None, token: str | None = None, timeout: float = 2.0, method: str = "GET",
+            body: Any = None) -> tuple[int, str]:
+    """One HTTPS call: (status, body). With `ca` None the server's certificate is not checked (the
+    controller-manager and scheduler serve health checks with self-signed certificates)."""
+    ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(req, context=ctx, timeout=timeout) as resp:
             return resp.status, resp.read().decode()
@@ -197,26 +287,51 @@ def request(server: str, path: str, ca: Path, token: str, timeout: float = 2.0) 
         return exc.code, exc.read().decode(errors="replace")
 
 
-def wait_ready(state: State, root: Path, procs: dict[str, subprocess.Popen]) -> None:
-    """Until /readyz says ok and the `default` namespace exists, or a process died, or time ran out."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    ca, token = root / "pki" / "ca.crt", state.tokens[ADMIN]
-    last = "no answer yet"
-    while time.monotonic() < deadline:
-        for name, proc in procs.items():
+class Starting:
+    """The processes being started for one cluster, and waiting for each to answer."""
+
+    def __init__(self, root: Path, state: State, procs: dict[str, subprocess.Popen]) -> None:
+        self.root, self.state, self.procs = root, state, procs
+        self.ca = root / "pki" / "ca.crt"
+        self.deadline = time.monotonic() + READY_TIMEOUT
+
+    def api(self, path: str, method: str = "GET", body: Any = None) -> tuple[int, str]:
+        return request(self.state.server + path, self.ca, self.state.tokens[ADMIN], method=method, body=body)
+
+    def check_alive(self) -> None:
+        for name, proc in self.procs.items():
             if proc.poll() is not None:
+                log = self.root / f"{name}.log"
                 raise ClusterError(f"{name} exited with {proc.returncode} while starting; "
-                                   f"last lines of {root / (name + '.log')}:\n{tail(root / (name + '.log'))}")
-        try:
-            status, body = request(state.server, "/readyz", ca, token)
-            if status == 200 and request(state.server, "/api/v1/namespaces/default", ca, token)[0] == 200:
+                                   f"last lines of {log}:\n{tail(log)}")
+
+    def wait(self, what: str, check: Any) -> None:
+        """Until `check()` returns None (ready), or a process died, or time ran out; `check` returns what
+        it saw otherwise, for the error message."""
+        last = "no answer yet"
+        while time.monotonic() < self.deadline:
+            self.check_alive()
+            try:
+                seen = check()
+            except (OSError, ssl.SSLError) as exc:
+                seen = str(exc)
+            if seen is None:
                 return
-            last = f"/readyz: {status} {body.strip()[-300:]}"
-        except (OSError, ssl.SSLError) as exc:
-            last = str(exc)
-        time.sleep(0.2)
-    raise ClusterError(f"kube-apiserver not ready after {READY_TIMEOUT:.0f} s ({last}); "
-                       f"see {root / 'kube-apiserver.log'}")
+            last = seen
+            time.sleep(0.2)
+        raise ClusterError(f"{what} not ready after {READY_TIMEOUT:.0f} s ({last}); see the logs in {self.root}")
+
+    def apiserver_ready(self) -> str | None:
+        status, body = self.api("/readyz")
+        if status == 200 and self.api("/api/v1/namespaces/default")[0] == 200:
+            return None
+        return f"/readyz: {status} {body.strip()[-300:]}"
+
+    def healthz(self, name: str) -> Any:
+        def check() -> str | None:
+            status, body = request(f"https://127.0.0.1:{self.state.ports[name]}/healthz", None)
+            return None if status == 200 else f"/healthz: {status} {body.strip()[-300:]}"
+        return check
 
 
 def tail(path: Path, lines: int = 15) -> str:
@@ -233,6 +348,12 @@ def read_state(root: Path) -> State | None:
         return None
 
 
+def write_state(root: Path, state: State) -> None:
+    (root / STATE).write_text(json.dumps(asdict(state), indent=2) + "\n")
+    for name, pid in state.pids.items():
+        (root / f"{name}.pid").write_text(f"{pid}\n")
+
+
 def alive(pid: int, root: Path) -> bool:
     """Whether `pid` is still one of this cluster's processes (its command line names files in `root`),
     so a recycled PID is never signalled."""
@@ -243,16 +364,21 @@ def alive(pid: int, root: Path) -> bool:
     return f"{root}/" in cmdline
 
 
-def up(root: Path | str, binaries: Binaries | None = None) -> State:
-    """Start etcd and kube-apiserver for `root` (created if needed) and return once they serve."""
+def up(root: Path | str, binaries: Binaries | None = None, kueue: bool = False) -> State:
+    """Start the control plane for `root` (created if needed), and Kueue when asked; return once all answer.
+    On a cluster already running, only Kueue is started, if asked and not running yet."""
     root = Path(root).resolve()
-    state = read_state(root)
-    if state and all(alive(pid, root) for pid in state.pids.values()):
-        return state
     binaries = binaries or find_binaries()
     if binaries is None:
-        raise ClusterError("kube-apiserver or etcd not found: run hack/build-kube-apiserver and install "
-                           "etcd-server (or set TOPOLABEL_KUBE_APISERVER / TOPOLABEL_ETCD)")
+        raise ClusterError("kube-apiserver, kube-controller-manager, kube-scheduler, kubectl or etcd not found: "
+                           "run hack/build-test-stack (or set TOPOLABEL_KUBE_APISERVER etc.)")
+    if kueue and not (binaries.kueue and binaries.kueue_module):
+        raise ClusterError("the Kueue manager or its module not found: run hack/build-test-stack kueue")
+    state = read_state(root)
+    if state and all(alive(pid, root) for pid in state.pids.values()):
+        if kueue and not state.kueue:
+            return start_kueue(root, binaries, state)
+        return state
     root.mkdir(parents=True, exist_ok=True)
     make_certs(root / "pki")
     tokens = write_tokens(root / "tokens.csv")
@@ -260,7 +386,8 @@ def up(root: Path | str, binaries: Binaries | None = None) -> State:
     attempt = 1
     while True:
         try:
-            return start(root, binaries, tokens)
+            state = start(root, binaries, tokens)
+            return start_kueue(root, binaries, state) if kueue else state
         except ClusterError as exc:
             down(root)
             if attempt == START_ATTEMPTS or "address already in use" not in str(exc):
@@ -269,31 +396,183 @@ def up(root: Path | str, binaries: Binaries | None = None) -> State:
 
 
 def start(root: Path, binaries: Binaries, tokens: dict[str, str]) -> State:
-    client, peer, secure = free_ports(3)
-    shutil.rmtree(root / "etcd", ignore_errors=True)
+    """etcd and the API server, then the controller-manager and the scheduler; back when all four answer."""
+    client, peer, secure, kcm, scheduler = free_ports(5)
+    shutil.rmtree(root / "etcd", ignore_errors=True)  # a fresh store on every start
     procs = {"etcd": spawn(etcd_command(binaries.etcd, root, client, peer), root / "etcd.log")}
     etcd_url = f"http://127.0.0.1:{client}"
     procs["kube-apiserver"] = spawn(apiserver_command(binaries.kube_apiserver, root, etcd_url, secure),
                                     root / "kube-apiserver.log")
-    state = State(server=f"https://127.0.0.1:{secure}", etcd=etcd_url,
-                  pids={name: p.pid for name, p in procs.items()}, tokens=tokens, kubectl=binaries.kubectl)
-    (root / STATE).write_text(json.dumps(asdict(state), indent=2) + "\n")
-    for name, proc in procs.items():
-        (root / f"{name}.pid").write_text(f"{proc.pid}\n")
+    state = State(server=f"https://127.0.0.1:{secure}", etcd=etcd_url, pids={}, tokens=tokens,
+                  kubectl=binaries.kubectl,
+                  ports={"kube-apiserver": secure, "kube-controller-manager": kcm, "kube-scheduler": scheduler})
     ca = root / "pki" / "ca.crt"
-    (root / "kubeconfig").write_text(kubeconfig(state.server, ca, ADMIN, tokens[ADMIN]))
-    (root / "operator.kubeconfig").write_text(kubeconfig(state.server, ca, OPERATOR, tokens[OPERATOR]))
-    wait_ready(state, root, procs)
+    for user, name in ((ADMIN, "kubeconfig"), (OPERATOR, "operator.kubeconfig"),
+                       (CONTROLLER_MANAGER, "kube-controller-manager.kubeconfig"),
+                       (SCHEDULER, "kube-scheduler.kubeconfig")):
+        (root / name).write_text(kubeconfig(state.server, ca, user, tokens[user]))
+    state.pids = {name: p.pid for name, p in procs.items()}
+    write_state(root, state)
+    starting = Starting(root, state, procs)
+    starting.wait("kube-apiserver", starting.apiserver_ready)
+    procs["kube-controller-manager"] = spawn(
+        controller_manager_command(binaries.kube_controller_manager, root, kcm), root / "kube-controller-manager.log")
+    procs["kube-scheduler"] = spawn(scheduler_command(binaries.kube_scheduler, root, scheduler),
+                                    root / "kube-scheduler.log")
+    state.pids = {name: p.pid for name, p in procs.items()}
+    write_state(root, state)
+    for name in ("kube-controller-manager", "kube-scheduler"):
+        starting.wait(name, starting.healthz(name))
     return state
 
 
+def kubectl(state: State, root: Path, *args: str, input: str | None = None) -> str:
+    return run([state.kubectl, f"--kubeconfig={root / 'kubeconfig'}", *args], f"kubectl {' '.join(args[:3])}",
+               input=input)
+
+
+def kueue_manifests(state: State, root: Path, module: Path) -> list[dict[str, Any]]:
+    """Kueue's released manifests (its module's config/default, rendered by kubectl's kustomize), as JSON."""
+    rendered = run([state.kubectl, "kustomize", str(module / "config" / "default")], "kubectl kustomize")
+    return json_documents(kubectl(state, root, "create", "--dry-run=client", "-o", "json", "-f", "-",
+                                  input=rendered))
+
+
+def json_documents(text: str) -> list[dict[str, Any]]:
+    """The objects of kubectl's `-o json` output for several objects: JSON documents one after another."""
+    decoder, docs, at = json.JSONDecoder(), [], 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            return docs
+        doc, at = decoder.raw_decode(text, at)
+        docs.append(doc)
+
+
+def by_url(config: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
+    """A webhook clientConfig that names a Service, pointed at the same path on 127.0.0.1:`port` instead."""
+    path = config["service"].get("path", "/")
+    return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
+
+
+def rewrite_for_local_kueue(obj: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
+    """Webhook configurations and CRD conversion webhooks call Kueue on 127.0.0.1 rather than its Service."""
+    if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in obj.get("webhooks", []):
+            hook["clientConfig"] = by_url(hook["clientConfig"], port, ca_bundle)
+    elif obj["kind"] == "CustomResourceDefinition":
+        webhook = (obj["spec"].get("conversion") or {}).get("webhook")
+        if webhook:
+            webhook["clientConfig"] = by_url(webhook["clientConfig"], port, ca_bundle)
+    return obj
+
+
+def install_serving_cert(root: Path, dest: Path) -> None:
+    """Kueue's serving certificate (for 127.0.0.1, signed by the cluster's CA) as tls.crt/tls.key in `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for ext in ("crt", "key"):
+        (dest / f"tls.{ext}").write_bytes((root / "pki" / f"kueue-webhook.{ext}").read_bytes())
+
+
+def in_etc_overlay(root: Path, command: list[str]) -> list[str]:
+    """`command` in its own mount namespace, where /etc is overlaid by DIR/kueue/etc.
+
+    With internal certificate management off, Kueue v0.19.2 reads its metrics server's certificate from the
+    fixed path /etc/kueue/metrics/certs. Rather than write to the machine's /etc (root only, shared by every
+    cluster), the manager sees an /etc with that directory added; it execs in place, so its PID is the one
+    recorded. A user who is not root gets the mount namespace inside a user namespace of their own."""
+    upper, work = root / "kueue" / "etc", root / "kueue" / "etc-work"
+    install_serving_cert(root, upper / "kueue" / "metrics" / "certs")
+    work.mkdir(parents=True, exist_ok=True)
+    script = 'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc && shift 2 && exec "$@"'
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    return ["unshare", "--mount", "--propagation", "private", *user, "sh", "-c", script, "kueue-etc",
+            str(upper), str(work), *command]
+
+
+def kueue_config(root: Path, ports: dict[str, int]) -> dict[str, Any]:
+    """The manager's Configuration: webhooks on 127.0.0.1 with our certificate, TAS on, no leader election."""
+    certs = root / "kueue" / "certs"
+    install_serving_cert(root, certs)
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
+        "namespace": "kueue-system",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{ports['kueue-health']}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{ports['kueue-metrics']}"},
+        "webhook": {"host": "127.0.0.1", "port": ports["kueue-webhook"], "certDir": str(certs)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+        # The visibility API would need an APIService pointing at a Service; nothing here uses it.
+        "featureGates": {"TopologyAwareScheduling": True, "VisibilityOnDemand": False},
+    }
+
+
+def service_account_token(starting: Starting, namespace: str, name: str) -> str:
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+    status, body = starting.api(path, "POST", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                               "spec": {"expirationSeconds": KUEUE_TOKEN_SECONDS}})
+    if status != 201:
+        raise ClusterError(f"could not get a token for {namespace}/{name}: {status} {body[:300]}")
+    return json.loads(body)["status"]["token"]
+
+
+def start_kueue(root: Path, binaries: Binaries, state: State) -> State:
+    """Kueue's and JobSet's CRDs, Kueue's RBAC and webhooks; then the manager, as its ServiceAccount."""
+    assert binaries.kueue and binaries.kueue_module
+    health, metrics, webhook = free_ports(3)
+    state.ports.update({"kueue-health": health, "kueue-metrics": metrics, "kueue-webhook": webhook})
+    ca_bundle = b64(root / "pki" / "ca.crt")
+    manifests = kueue_manifests(state, root, Path(binaries.kueue_module))
+    (deployment,) = [o for o in manifests if o["kind"] == "Deployment"]
+    namespace = deployment["metadata"]["namespace"]
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    wanted = [rewrite_for_local_kueue(o, webhook, ca_bundle) for o in manifests if o["kind"] in KUEUE_KINDS]
+    kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster", "-f", "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted}))
+    if binaries.jobset_module:
+        kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster",
+                "-f", str(Path(binaries.jobset_module) / "config" / "components" / "crd" / "bases"))
+    crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
+    kubectl(state, root, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds))
+    starting = Starting(root, state, {})
+    token = service_account_token(starting, namespace, account)
+    (root / "kueue.kubeconfig").write_text(kubeconfig(state.server, root / "pki" / "ca.crt",
+                                                      f"{namespace}/{account}", token))
+    (root / "kueue" / "config.json").write_text(json.dumps(kueue_config(root, state.ports), indent=2) + "\n")
+    env = {**os.environ, "KUBECONFIG": str(root / "kueue.kubeconfig")}
+    proc = spawn(in_etc_overlay(root, [binaries.kueue, f"--config={root / 'kueue' / 'config.json'}"]),
+                 root / "kueue.log", env)
+    state.pids["kueue"] = proc.pid
+    state.kueue = True
+    write_state(root, state)
+    starting.procs = {"kueue": proc}
+    starting.wait("kueue", lambda: kueue_ready(starting, health))
+    return state
+
+
+def kueue_ready(starting: Starting, health_port: int) -> str | None:
+    """Kueue's /readyz, then its webhooks: a server-side dry run of a ClusterQueue goes through them."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2) as resp:
+            if resp.status != 200:
+                return f"/readyz: {resp.status}"
+    except urllib.error.HTTPError as exc:
+        return f"/readyz: {exc.code}"
+    probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+             "metadata": {"name": "test-cluster-webhook-probe"}, "spec": {}}
+    status, body = starting.api("/apis/kueue.x-k8s.io/v1beta2/clusterqueues?dryRun=All", "POST", probe)
+    return None if status == 201 else f"webhook probe: {status} {body.strip()[-300:]}"
+
+
 def down(root: Path | str, grace: float = 10.0) -> None:
-    """Stop the cluster in `root`: the API server first, then etcd; SIGKILL after `grace` seconds."""
+    """Stop the cluster in `root`, Kueue first and etcd last; SIGKILL after `grace` seconds."""
     root = Path(root).resolve()
     state = read_state(root)
     if state is None:
         return
-    for name in ("kube-apiserver", "etcd"):
+    for name in reversed(PROCESSES):
         pid = state.pids.get(name)
         if pid is None or not alive(pid, root):
             continue
@@ -305,7 +584,7 @@ def down(root: Path | str, grace: float = 10.0) -> None:
         if alive(pid, root):
             os.kill(pid, signal.SIGKILL)
         reap(pid)
-    for name in ("kube-apiserver", "etcd"):
+    for name in PROCESSES:
         (root / f"{name}.pid").unlink(missing_ok=True)
     (root / STATE).unlink(missing_ok=True)
 
@@ -318,29 +597,35 @@ def reap(pid: int) -> None:
         pass
 
 
-USAGE = """usage: hack/test-cluster up DIR     start etcd + kube-apiserver; writes DIR/kubeconfig (admin)
-                                  and DIR/operator.kubeconfig (user topolabel-operator, no rights until bound)
-       hack/test-cluster down DIR   stop them"""
+USAGE = """usage: hack/test-cluster up DIR [--with-kueue]
+           start etcd, kube-apiserver, kube-controller-manager, kube-scheduler (and the Kueue manager, with
+           Kueue's and JobSet's CRDs and Kueue's webhooks); writes DIR/kubeconfig (admin) and
+           DIR/operator.kubeconfig (user topolabel-operator, no rights until bound)
+       hack/test-cluster down DIR
+           stop them"""
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("up", "down"):
+    kueue = "--with-kueue" in argv
+    args = [a for a in argv if a != "--with-kueue"]
+    if len(args) != 2 or args[0] not in ("up", "down") or (kueue and args[0] != "up"):
         print(USAGE, file=sys.stderr)
         return 2
-    command, root = argv[0], Path(argv[1])
+    command, root = args[0], Path(args[1])
     try:
         if command == "down":
             down(root)
             return 0
-        state = up(root)
+        started = time.monotonic()
+        state = up(root, kueue=kueue)
     except ClusterError as exc:
         print(f"test-cluster: {exc}", file=sys.stderr)
         return 1
     root = root.resolve()
-    print(f"API server {state.server} (etcd {state.etcd}); pids {state.pids}")
+    print(f"API server {state.server} (etcd {state.etcd}), up in {time.monotonic() - started:.1f} s")
+    print(f"pids {state.pids}")
     print(f"export KUBECONFIG={root / 'kubeconfig'}")
-    if state.kubectl:
-        print(f"kubectl: {state.kubectl}")
+    print(f"kubectl: {state.kubectl}")
     print(f"stop with: hack/test-cluster down {root}")
     return 0
 

@@ -1,10 +1,15 @@
-"""Shared test fixtures: paths to the project's examples and to the reference data in ../shared."""
+"""Shared test fixtures: paths to the project's examples, to the reference data in ../shared and to Kueue's
+CRDs in the Go module cache."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
+
+from hack.testcluster import kueue_crd_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
@@ -19,3 +24,25 @@ def example_nodes_file() -> Path:
 @pytest.fixture
 def example_config_file() -> Path:
     return EXAMPLES / "topolabel.yaml"
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip a test that needs something set-up did not provide; in CI (CI=true) fail instead, so a broken
+    set-up cannot pass as skipped tests."""
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def kueue_crds() -> Path:
+    """Kueue v0.19.2's CRDs as released (config/components/crd/bases in its Go module, which
+    hack/build-test-stack links), not copies."""
+    crds = kueue_crd_dir()
+    if crds is None:
+        skip_or_fail("Kueue's module is not linked in the test stack: run hack/build-test-stack kueue")
+    return crds
+
+
+def kueue_crd(plural: str) -> Path:
+    """Kueue's CRD for `plural`, e.g. "topologies"."""
+    return kueue_crds() / f"kueue.x-k8s.io_{plural}.yaml"

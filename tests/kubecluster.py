@@ -1,17 +1,19 @@
-"""Pytest fixtures around a real kube-apiserver 1.20 + etcd (hack/testcluster.py), one per xdist worker.
+"""Pytest fixtures around a real Kubernetes 1.36 control plane (hack/testcluster.py), one per xdist worker.
 
-`kube_cluster` (session) starts the cluster once per worker and stops it at the end; `kube` (function)
-hands the same cluster to a test after deleting every Node, so tests start from an empty cluster.
-Use them with `from tests.kubecluster import kube, kube_cluster  # noqa: F401`.
+`kube_cluster` (session) starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler once per
+worker and stops them at the end; `kube` (function) hands the same cluster to a test after deleting every
+Node, so tests start from an empty cluster. `kueue_cluster` and `kueue_kube` are the same with the Kueue
+manager running (its CRDs, RBAC and webhooks installed): a second cluster, started only in workers that run
+a test asking for it, since Kueue costs start-up time and changes what happens to Jobs and Workloads.
+Use them with `from tests.kubecluster import kube, kube_cluster  # noqa: F401` (or the kueue pair).
 
-Without a built kube-apiserver the fixtures skip, naming the build command; in CI (CI=true) they fail
+Without the built binaries the fixtures skip, naming the build command; in CI (CI=true) they fail
 instead, so a broken build cannot pass as skipped tests.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -25,11 +27,10 @@ import yaml
 
 from hack import testcluster
 from labeler.kube import MERGE_PATCH, call_with_retries, connect
-from tests.conftest import ROOT, SHARED
+from tests.conftest import ROOT, kueue_crds, skip_or_fail
 
-KUEUE_CRDS = SHARED / "kueue-crds"
 BULK_CONCURRENCY = 16
-BUILD_HINT = "run hack/build-kube-apiserver (about 5 minutes, once; the binary is cached)"
+BUILD_HINT = "run hack/build-test-stack (once; the binaries are cached)"
 
 
 @dataclass
@@ -86,11 +87,13 @@ class KubeCluster:
                 self._apis[as_operator] = api
             return self._apis[as_operator]
 
+    @property
+    def with_kueue(self) -> bool:
+        return self.state.kueue
+
     def kubectl(self, *args: str, as_operator: bool = False, input: str | None = None,
                 check: bool = True) -> subprocess.CompletedProcess[str]:
-        """Run the 1.20 kubectl against this cluster; a failure raises with kubectl's stderr."""
-        if not self.state.kubectl:
-            pytest.skip(f"no kubectl found; {BUILD_HINT}")
+        """Run the stack's kubectl against this cluster; a failure raises with kubectl's stderr."""
         config = self.operator_kubeconfig if as_operator else self.kubeconfig
         result = subprocess.run([self.state.kubectl, f"--kubeconfig={config}", *args], input=input,
                                 capture_output=True, text=True, timeout=120)
@@ -99,13 +102,26 @@ class KubeCluster:
         return result
 
     def install_kueue_crds(self) -> None:
-        """Kueue's CRDs from ../shared. --validate=false: kubectl 1.20 does not know the schema fields
-        newer than it (x-kubernetes-validations); the 1.20 server stores the CRDs and drops CEL rules."""
-        files = sorted(KUEUE_CRDS.glob("*.yaml"))
-        args = [a for f in files for a in ("-f", str(f))]
-        self.kubectl("apply", "--validate=false", *args)
+        """Kueue's CRDs as released (config/components/crd/bases in its Go module), applied server-side:
+        the server checks them and enforces their schemas and CEL rules. A cluster running Kueue has them
+        already (with their conversion webhooks)."""
+        if self.with_kueue:
+            return
+        files = sorted(kueue_crds().glob("*.yaml"))
+        self.kubectl("apply", "--server-side", "--field-manager=tests", *(a for f in files for a in ("-f", str(f))))
         names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in files]
         self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+
+    def apply_kueue_dir(self, directory: Path, dry_run: bool = False) -> tuple[list[dict[str, Any]], str]:
+        """Apply what `topolabel kueue --output-dir` wrote, through its kustomization and server-side as field
+        manager `topolabel`, after creating the LocalQueues' namespaces; the objects and kubectl's output."""
+        objects = [doc for f in sorted(directory.glob("*.yaml")) if f.name != "kustomization.yaml"
+                   for doc in yaml.safe_load_all(f.read_text()) if doc]
+        for namespace in sorted({o["metadata"].get("namespace") for o in objects} - {None}):
+            self.kubectl("create", "namespace", namespace, check=False)
+        out = self.kubectl("apply", "--server-side", "--field-manager=topolabel", "-k", str(directory),
+                           *(["--dry-run=server"] if dry_run else [])).stdout
+        return objects, out
 
     def bind_operator(self, source: str | Path = ROOT / "manifests") -> str:
         """Bind the manifests' ClusterRole to user topolabel-operator; returns the role's name.
@@ -179,48 +195,51 @@ def find_cluster_role(source: Path) -> dict[str, Any]:
     return roles[0]
 
 
-def binaries_or_skip() -> testcluster.Binaries:
-    """The cluster's programs; skip without them, except in CI, where their absence is a failure."""
+def binaries_or_skip(kueue: bool = False) -> testcluster.Binaries:
+    """The cluster's programs (with Kueue's, if asked); skip without them, fail in CI."""
     found = testcluster.find_binaries()
-    if found is not None:
-        return found
-    reason = f"no kube-apiserver/etcd binary: {BUILD_HINT} and install etcd-server"
-    if os.environ.get("CI", "").lower() in ("true", "1"):
-        pytest.fail(f"CI=true but {reason}", pytrace=False)
-    pytest.skip(reason)
+    if found is None:
+        skip_or_fail(f"no kube-apiserver/etcd/kubectl in the test stack: {BUILD_HINT}")
+    if kueue and not (found.kueue and found.kueue_module):
+        skip_or_fail(f"no Kueue manager in the test stack: {BUILD_HINT}")
+    return found
 
 
 @dataclass
 class _Shared:
-    """The worker's one cluster and how many fixture instances hold it. Each test module that imports
-    `kube_cluster` gets its own session-scoped fixture from pytest; without this they would each start
-    a cluster."""
+    """The worker's one cluster of a kind and how many fixture instances hold it. Each test module that
+    imports a session fixture gets its own instance from pytest; without this they would each start one."""
 
     cluster: KubeCluster | None = None
     holders: int = 0
 
 
-_SHARED = _Shared()
+_SHARED = {False: _Shared(), True: _Shared()}  # keyed by "runs Kueue"
+
+
+def shared_cluster(factory: pytest.TempPathFactory, kueue: bool) -> Iterator[KubeCluster]:
+    shared = _SHARED[kueue]
+    if shared.cluster is None:
+        binaries = binaries_or_skip(kueue)
+        root = factory.mktemp("kueue" if kueue else "kube")
+        try:
+            shared.cluster = KubeCluster(root, testcluster.up(root, binaries, kueue=kueue))
+        except testcluster.ClusterError as exc:
+            pytest.fail(str(exc), pytrace=False)
+    shared.holders += 1
+    try:
+        yield shared.cluster
+    finally:
+        shared.holders -= 1
+        if shared.holders == 0:
+            testcluster.down(shared.cluster.dir)
+            shared.cluster = None
 
 
 @pytest.fixture(scope="session")
 def kube_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
-    """A real API server for this test session (one per xdist worker); stopped at the end."""
-    if _SHARED.cluster is None:
-        binaries = binaries_or_skip()
-        root = tmp_path_factory.mktemp("kube")
-        try:
-            _SHARED.cluster = KubeCluster(root, testcluster.up(root, binaries))
-        except testcluster.ClusterError as exc:
-            pytest.fail(str(exc), pytrace=False)
-    _SHARED.holders += 1
-    try:
-        yield _SHARED.cluster
-    finally:
-        _SHARED.holders -= 1
-        if _SHARED.holders == 0:
-            testcluster.down(_SHARED.cluster.dir)
-            _SHARED.cluster = None
+    """A real control plane for this test session (one per xdist worker), no Kueue; stopped at the end."""
+    yield from shared_cluster(tmp_path_factory, kueue=False)
 
 
 @pytest.fixture
@@ -228,3 +247,16 @@ def kube(kube_cluster: KubeCluster) -> KubeCluster:
     """The session's cluster with no Nodes in it."""
     kube_cluster.delete_nodes()
     return kube_cluster
+
+
+@pytest.fixture(scope="session")
+def kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """A real control plane with the Kueue manager running (one per xdist worker that asks for it)."""
+    yield from shared_cluster(tmp_path_factory, kueue=True)
+
+
+@pytest.fixture
+def kueue_kube(kueue_cluster: KubeCluster) -> KubeCluster:
+    """The session's Kueue cluster with no Nodes in it."""
+    kueue_cluster.delete_nodes()
+    return kueue_cluster

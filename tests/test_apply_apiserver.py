@@ -1,4 +1,4 @@
-"""`topolabel apply` against a real kube-apiserver 1.20 (tests/kubecluster.py): 1,000 nodes labelled,
+"""`topolabel apply` against a real kube-apiserver 1.36 (tests/kubecluster.py): 1,000 nodes labelled,
 a second apply writes nothing, a partial source removes nothing; the merge patch as the server reads it.
 
 Writes are counted from the API server's audit log, so they are what the server received, not what
@@ -119,7 +119,7 @@ def test_changed_topology_rewrites_and_removes_only_managed_keys(kube: KubeClust
 
 
 def test_patch_node_is_a_json_merge_patch(kube: KubeCluster) -> None:
-    """The 1.20 server accepts topolabel's content type and reads it as RFC 7386: a list is replaced
+    """The server accepts topolabel's content type and reads it as RFC 7386: a list is replaced
     (a strategic merge patch would merge ownerReferences by uid), null deletes a key, dryRun stores nothing."""
     owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": "00000000-0000-0000-0000-00000000000a"}
     other = {**owner, "uid": "00000000-0000-0000-0000-00000000000b"}
@@ -169,10 +169,11 @@ def test_node_status_as_given_and_through_the_status_subresource(kube: KubeClust
     assert ready == {name: False, items[1]["metadata"]["name"]: True}
 
 
-def test_kueue_crds_install_on_the_1_20_server(kube_cluster: KubeCluster) -> None:
+def test_kueue_crds_install_and_serve_v1beta2(kube_cluster: KubeCluster) -> None:
     kube_cluster.install_kueue_crds()
     names = kube_cluster.kubectl("get", "crd", "-o", "name").stdout.split()
-    assert "customresourcedefinition.apiextensions.k8s.io/topologies.kueue.x-k8s.io" in names
+    assert {f"customresourcedefinition.apiextensions.k8s.io/{plural}.kueue.x-k8s.io" for plural in (
+        "topologies", "resourceflavors", "clusterqueues", "localqueues", "workloads")} <= set(names)
     topology = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "crd-test"},
                 "spec": {"levels": [{"nodeLabel": "topolabel.dev/block"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
     kube_cluster.kubectl("apply", "-f", "-", input=json.dumps(topology))

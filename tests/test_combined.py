@@ -110,7 +110,7 @@ def test_config_errors(tmp_path: Path, change, fragment: str) -> None:
 
 def test_nvlink_cluster_gets_crd_valid_kueue_objects(tmp_path: Path) -> None:
     from kueue_config.objects import generate
-    from tests.conftest import SHARED
+    from tests.conftest import kueue_crd
     from tests.crdschema import validate
 
     snap = run(config(tmp_path), nodes())
@@ -123,4 +123,4 @@ def test_nvlink_cluster_gets_crd_valid_kueue_objects(tmp_path: Path) -> None:
         "topolabel.dev/block", "topolabel.dev/leaf", "topolabel.dev/nvlink", "kubernetes.io/hostname"]
     plural = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues"}
     for obj in objects:
-        assert validate(obj, SHARED / "kueue-crds" / f"kueue.x-k8s.io_{plural[obj['kind']]}.yaml") == []
+        assert validate(obj, kueue_crd(plural[obj["kind"]])) == []

@@ -12,17 +12,18 @@ from kueue_config.objects import generate
 from labeler.config import load_config
 from labeler.nodes import load_nodes_file
 from labeler.pipeline import discover, source_options
-from tests.conftest import EXAMPLES, SHARED
+from tests.conftest import EXAMPLES, SHARED, kueue_crd
 from tests.crdschema import validate
 
-KUEUE = SHARED / "kueue-crds"
-TOPOLOGY = KUEUE / "kueue.x-k8s.io_topologies.yaml"
-FLAVOR = KUEUE / "kueue.x-k8s.io_resourceflavors.yaml"
-CLUSTER_QUEUE = KUEUE / "kueue.x-k8s.io_clusterqueues.yaml"
-LOCAL_QUEUE = KUEUE / "kueue.x-k8s.io_localqueues.yaml"
+TOPOLOGY, FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE = "topologies", "resourceflavors", "clusterqueues", "localqueues"
 HYPERNODE = SHARED / "scheduler-crds" / "topology.volcano.sh_hypernodes.yaml"
 KAI = SHARED / "scheduler-crds" / "kai.scheduler_topologies.yaml"
 V1B2 = "kueue.x-k8s.io/v1beta2"
+
+
+def kueue_validate(obj: dict, plural: str, old: dict | None = None) -> list[str]:
+    """`validate` against Kueue's CRD for `plural`, from its Go module."""
+    return validate(obj, kueue_crd(plural), old=old)
 
 
 def _topology(*labels: str) -> dict:
@@ -59,86 +60,86 @@ def test_generated_kueue_objects_pass(generated_kueue_objects: list[dict]) -> No
             "LocalQueue": LOCAL_QUEUE}
     kinds = set()
     for obj in generated_kueue_objects:
-        assert validate(obj, crds[obj["kind"]]) == [], obj["metadata"]["name"]
+        assert kueue_validate(obj, crds[obj["kind"]]) == [], obj["metadata"]["name"]
         kinds.add(obj["kind"])
     assert kinds == set(crds)
 
 
 def test_topology_rules() -> None:
-    assert validate(_topology("example.com/block", "kubernetes.io/hostname"), TOPOLOGY) == []
-    assert _has(validate(_topology("example.com/block", "example.com/block"), TOPOLOGY), "spec.levels", "must be unique")
-    errors = validate(_topology("kubernetes.io/hostname", "example.com/block"), TOPOLOGY)
+    assert kueue_validate(_topology("example.com/block", "kubernetes.io/hostname"), TOPOLOGY) == []
+    assert _has(kueue_validate(_topology("example.com/block", "example.com/block"), TOPOLOGY), "spec.levels", "must be unique")
+    errors = kueue_validate(_topology("kubernetes.io/hostname", "example.com/block"), TOPOLOGY)
     assert _has(errors, "spec.levels", "can only be used at the lowest level")
-    assert _has(validate(_topology(), TOPOLOGY), "spec.levels", "non-empty")
-    assert _has(validate(_topology("Bad Key!"), TOPOLOGY), "spec.levels[0].nodeLabel", "does not match")
-    assert _has(validate(_topology(*[f"example.com/l{i}" for i in range(17)]), TOPOLOGY), "spec.levels", "is too long")
+    assert _has(kueue_validate(_topology(), TOPOLOGY), "spec.levels", "non-empty")
+    assert _has(kueue_validate(_topology("Bad Key!"), TOPOLOGY), "spec.levels[0].nodeLabel", "does not match")
+    assert _has(kueue_validate(_topology(*[f"example.com/l{i}" for i in range(17)]), TOPOLOGY), "spec.levels", "is too long")
 
 
 def test_transition_rules_need_an_old_object() -> None:
     new, old = _topology("example.com/rack"), _topology("example.com/block")
-    assert validate(new, TOPOLOGY) == []
-    assert _has(validate(new, TOPOLOGY, old=old), "spec.levels", "field is immutable")
-    assert validate(new, TOPOLOGY, old=copy.deepcopy(new)) == []
+    assert kueue_validate(new, TOPOLOGY) == []
+    assert _has(kueue_validate(new, TOPOLOGY, old=old), "spec.levels", "field is immutable")
+    assert kueue_validate(new, TOPOLOGY, old=copy.deepcopy(new)) == []
     flavor = _flavor(topologyName="gke")
     moved = _flavor(topologyName="gke", nodeLabels={"pool": "b200"})
-    assert validate(moved, FLAVOR) == []
-    assert _has(validate(moved, FLAVOR, old=flavor), "nodeLabels are immutable when topologyName is set")
-    assert _has(validate(_flavor(topologyName="other"), FLAVOR, old=flavor), "topologyName is immutable")
+    assert kueue_validate(moved, FLAVOR) == []
+    assert _has(kueue_validate(moved, FLAVOR, old=flavor), "nodeLabels are immutable when topologyName is set")
+    assert _has(kueue_validate(_flavor(topologyName="other"), FLAVOR, old=flavor), "topologyName is immutable")
     queue = {"apiVersion": V1B2, "kind": "LocalQueue", "metadata": {"name": "gpu", "namespace": "ml"},
              "spec": {"clusterQueue": "gpu"}}
-    assert validate(queue, LOCAL_QUEUE) == []
-    assert _has(validate({**queue, "spec": {"clusterQueue": "other"}}, LOCAL_QUEUE, old=queue),
+    assert kueue_validate(queue, LOCAL_QUEUE) == []
+    assert _has(kueue_validate({**queue, "spec": {"clusterQueue": "other"}}, LOCAL_QUEUE, old=queue),
                 "spec.clusterQueue", "field is immutable")
 
 
 def test_resource_flavor_tolerations() -> None:
     exists = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    assert validate(_flavor(tolerations=[exists]), FLAVOR) == []
-    errors = validate(_flavor(tolerations=[{**exists, "value": "present"}]), FLAVOR)
+    assert kueue_validate(_flavor(tolerations=[exists]), FLAVOR) == []
+    errors = kueue_validate(_flavor(tolerations=[{**exists, "value": "present"}]), FLAVOR)
     assert _has(errors, "spec.tolerations", "a value must be empty when 'operator' is 'Exists'")
-    assert _has(validate(_flavor(tolerations=[{**exists, "effect": "Sometimes"}]), FLAVOR), "supported taint effect")
-    assert _has(validate(_flavor(tolerations=[{"operator": "Equal", "value": "x"}]), FLAVOR),
+    assert _has(kueue_validate(_flavor(tolerations=[{**exists, "effect": "Sometimes"}]), FLAVOR), "supported taint effect")
+    assert _has(kueue_validate(_flavor(tolerations=[{"operator": "Equal", "value": "x"}]), FLAVOR),
                 "operator must be Exists when 'key' is empty")
-    assert _has(validate(_flavor(topologyName="gke", nodeLabels={}), FLAVOR), "at least one nodeLabel")
+    assert _has(kueue_validate(_flavor(topologyName="gke", nodeLabels={}), FLAVOR), "at least one nodeLabel")
 
 
 def test_cluster_queue_rules_and_defaults() -> None:
-    assert validate(_queue(), CLUSTER_QUEUE) == []
+    assert kueue_validate(_queue(), CLUSTER_QUEUE) == []
     limited = _queue()
     limited["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["borrowingLimit"] = 4
-    assert _has(validate(limited, CLUSTER_QUEUE), "spec:", "borrowingLimit must be nil when cohort is empty")
-    assert validate({**limited, "spec": {**limited["spec"], "cohortName": "all"}}, CLUSTER_QUEUE) == []
+    assert _has(kueue_validate(limited, CLUSTER_QUEUE), "spec:", "borrowingLimit must be nil when cohort is empty")
+    assert kueue_validate({**limited, "spec": {**limited["spec"], "cohortName": "all"}}, CLUSTER_QUEUE) == []
     # whenCanPreempt defaults to TryNextFlavor: the rule holds only because the default was applied first
     fungible = {"preference": "PreemptionOverBorrowing", "whenCanBorrow": "TryNextFlavor"}
-    assert validate(_queue(flavorFungibility=fungible), CLUSTER_QUEUE) == []
-    errors = validate(_queue(flavorFungibility={"preference": "PreemptionOverBorrowing"}), CLUSTER_QUEUE)
+    assert kueue_validate(_queue(flavorFungibility=fungible), CLUSTER_QUEUE) == []
+    errors = kueue_validate(_queue(flavorFungibility={"preference": "PreemptionOverBorrowing"}), CLUSTER_QUEUE)
     assert _has(errors, "spec.flavorFungibility", "preference can only be set")
     uneven = _queue()
     uneven["spec"]["resourceGroups"][0]["coveredResources"].append("cpu")
-    assert _has(validate(uneven, CLUSTER_QUEUE), "flavors must have the same number of resources")
+    assert _has(kueue_validate(uneven, CLUSTER_QUEUE), "flavors must have the same number of resources")
 
 
 def test_int_or_string_and_unknown_fields() -> None:
     for quota in (8, "8", "1.5Ki", "500m"):
         queue = _queue()
         queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = quota
-        assert validate(queue, CLUSTER_QUEUE) == [], quota
+        assert kueue_validate(queue, CLUSTER_QUEUE) == [], quota
     queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "eight"
-    assert _has(validate(queue, CLUSTER_QUEUE), "nominalQuota", "does not match")
-    assert _has(validate({**_queue(), "spec": {**_queue()["spec"], "cohort": "x"}}, CLUSTER_QUEUE),
+    assert _has(kueue_validate(queue, CLUSTER_QUEUE), "nominalQuota", "does not match")
+    assert _has(kueue_validate({**_queue(), "spec": {**_queue()["spec"], "cohort": "x"}}, CLUSTER_QUEUE),
                 "Additional properties", "cohort")
-    assert _has(validate(_queue(queueingStrategy="Random"), CLUSTER_QUEUE), "queueingStrategy", "is not one of")
+    assert _has(kueue_validate(_queue(queueingStrategy="Random"), CLUSTER_QUEUE), "queueingStrategy", "is not one of")
 
 
 def test_type_meta_and_metadata() -> None:
     topo = _topology("example.com/block")
-    assert _has(validate({**topo, "apiVersion": "kueue.x-k8s.io/v9"}, TOPOLOGY), "not served")
-    assert validate({**topo, "apiVersion": "kueue.x-k8s.io/v1beta1"}, TOPOLOGY) == []
-    assert _has(validate({**topo, "kind": "Topo"}, TOPOLOGY), "kind")
-    assert _has(validate({**topo, "metadata": {"name": "GKE_1"}}, TOPOLOGY), "metadata.name", "DNS-1123")
-    assert _has(validate({**topo, "metadata": {"name": "gke", "namespace": "x"}}, TOPOLOGY), "cluster-scoped")
-    assert _has(validate({**topo, "metadata": {"name": "gke", "labels": {"a": "b c"}}}, TOPOLOGY), "label value")
-    assert _has(validate({**topo, "metadata": {}}, TOPOLOGY), "metadata.name: required")
+    assert _has(kueue_validate({**topo, "apiVersion": "kueue.x-k8s.io/v9"}, TOPOLOGY), "not served")
+    assert kueue_validate({**topo, "apiVersion": "kueue.x-k8s.io/v1beta1"}, TOPOLOGY) == []
+    assert _has(kueue_validate({**topo, "kind": "Topo"}, TOPOLOGY), "kind")
+    assert _has(kueue_validate({**topo, "metadata": {"name": "GKE_1"}}, TOPOLOGY), "metadata.name", "DNS-1123")
+    assert _has(kueue_validate({**topo, "metadata": {"name": "gke", "namespace": "x"}}, TOPOLOGY), "cluster-scoped")
+    assert _has(kueue_validate({**topo, "metadata": {"name": "gke", "labels": {"a": "b c"}}}, TOPOLOGY), "label value")
+    assert _has(kueue_validate({**topo, "metadata": {}}, TOPOLOGY), "metadata.name: required")
 
 
 def _hypernode(selector: dict, tier: int = 1) -> dict:

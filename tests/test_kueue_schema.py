@@ -13,10 +13,9 @@ from labeler.nodes import parse_nodes
 from labeler.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover
-from tests.conftest import SHARED
+from tests.conftest import SHARED, kueue_crd, kueue_crds
 from tests.crdschema import validate
 
-CRDS = SHARED / "kueue-crds"
 CRD_OF = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
           "LocalQueue": "localqueues"}
 CONFIGS = [
@@ -28,7 +27,7 @@ CONFIGS = [
 
 
 def crd(kind: str) -> str:
-    return str(CRDS / f"kueue.x-k8s.io_{CRD_OF[kind]}.yaml")
+    return str(kueue_crd(CRD_OF[kind]))
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +84,11 @@ def test_regeneration_is_never_an_immutable_edit(cluster) -> None:
     # the same change made in place is what the server refuses:
     in_place = {**renamed, "metadata": old_flavor["metadata"]}
     assert any("immutable" in e or "topologyName" in e for e in validate(in_place, crd("ResourceFlavor"), old=old_flavor))
+
+
+def test_the_reference_copies_in_shared_are_kueues_release() -> None:
+    """../shared/kueue-crds, which people read, holds the same v0.19.2 files as Kueue's module, which tests read."""
+    copies = sorted((SHARED / "kueue-crds").glob("*.yaml"))
+    assert copies
+    for copy in copies:
+        assert copy.read_bytes() == (kueue_crds() / copy.name).read_bytes(), copy.name

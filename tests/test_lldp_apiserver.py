@@ -1,9 +1,9 @@
-"""The agent's RBAC on a real kube-apiserver 1.20 (tests/kubecluster.py): the ClusterRole in manifests/agent
+"""The agent's RBAC on a real kube-apiserver 1.36 (tests/kubecluster.py): the ClusterRole in manifests/agent
 lets the agent's ServiceAccount send its one merge patch and nothing else, and the DaemonSet passes a
 server-side dry run.
 
-1.20 predates ValidatingAdmissionPolicy (1.30), so this also shows what RBAC alone allows: a patch to any
-Node, which is why manifests/agent has the policy (its CEL is tested in tests/test_lldp_manifests.py).
+The admission policy is left out here, to show what RBAC alone allows: a patch to any Node, which is why
+manifests/agent has the policy (enforced by the server in tests/test_agent_policy_apiserver.py).
 """
 
 from __future__ import annotations

@@ -77,8 +77,8 @@ class Policy:
         self.match = [self._compile(m["expression"]) for m in spec["matchConditions"]]
         self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
         self.rules = [(self._compile(v["expression"]),
-                       self._compile(v["messageExpression"]) if "messageExpression" in v else None)
-                      for v in spec["validations"]]
+                       self._compile(v["messageExpression"]) if "messageExpression" in v else None,
+                       v.get("message", "denied")) for v in spec["validations"]]
 
     def _compile(self, expression: str) -> Any:
         return self.env.program(self.env.compile(expression))
@@ -94,24 +94,45 @@ class Policy:
             variables[name] = program.evaluate({**scope, "variables": celpy.json_to_cel(variables)})
         scope["variables"] = celpy.json_to_cel(variables)
         failed = []
-        for rule, message in self.rules:
+        for rule, message, text in self.rules:
             try:
                 ok = bool(rule.evaluate(scope))
             except celpy.CELEvalError:
                 ok = False  # failurePolicy: Fail
             if not ok:
-                failed.append(str(message.evaluate(scope)) if message else "denied")
+                failed.append(str(message.evaluate(scope)) if message else text)
         return failed
 
 
 POLICY = Policy(OBJECTS["ValidatingAdmissionPolicy"])
 
 
+def entry(manager: str, fields: dict) -> dict:
+    return {"manager": manager, "operation": "Update", "apiVersion": "v1", "time": "2026-11-30T00:00:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": fields}
+
+
+KUBELET = entry("kubelet", {"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/hostname": {}}},
+                            "f:spec": {"f:taints": {}}})
+# the operator's and the agent's Python clients share a manager name (from the User-Agent)
+CLIENT = entry("OpenAPI-Generator", {"f:metadata": {"f:annotations": {"f:" + ANNOTATION: {}},
+                                                    "f:labels": {"f:topolabel.dev/rack": {}}}})
+
+
 def node(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
-                         "annotations": {"example.com/other": "x", ANNOTATION: '{"version":1,"neighbors":[]}'}},
+                         "annotations": {"example.com/other": "x", ANNOTATION: '{"version":1,"neighbors":[]}'},
+                         "managedFields": [copy.deepcopy(KUBELET), copy.deepcopy(CLIENT)]},
             "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}
+
+
+def take_annotation_ownership(n: dict) -> None:
+    """What the server records when the agent, under its own manager name, takes over the annotation."""
+    set_facts(n)
+    del n["metadata"]["managedFields"][1]["fieldsV1"]["f:metadata"]["f:annotations"]
+    n["metadata"]["managedFields"].append(entry("topolabel-agent", {"f:metadata": {"f:annotations": {
+        ".": {}, "f:" + ANNOTATION: {}}}}))
 
 
 def request(user: str = USER, node_name: str | None = "gpu-001", **extra: Any) -> dict:
@@ -152,6 +173,12 @@ def test_policy_allows_the_first_publication() -> None:
     assert POLICY.denials(request(), bare, published) == []
 
 
+def test_policy_allows_the_servers_own_managed_fields_changes() -> None:
+    assert POLICY.denials(request(), *changed("gpu-001", take_annotation_ownership)) == []
+    old, new = changed("gpu-001", take_annotation_ownership)
+    assert POLICY.denials(request(), new, old) == []  # and back: an annotations-only entry may go
+
+
 def test_policy_ignores_other_users() -> None:
     old, new = changed("gpu-002", lambda n: n["metadata"]["labels"].update(x="y"))
     assert POLICY.denials(request(user="system:node:gpu-002"), old, new) is None
@@ -169,6 +196,11 @@ def test_policy_ignores_other_users() -> None:
     ("unschedulable", "gpu-001", lambda n: n["spec"].update(unschedulable=True), request()),
     ("a finalizer", "gpu-001", lambda n: n["metadata"].update(finalizers=["x.io/y"]), request()),
     ("the status", "gpu-001", set_facts, request(subResource="status")),
+    ("managedFields wiped", "gpu-001", lambda n: n["metadata"].update(managedFields=[]), request()),
+    ("managedFields forged", "gpu-001",
+     lambda n: n["metadata"]["managedFields"][0]["fieldsV1"].update({"f:spec": {}}), request()),
+    ("managedFields claimed", "gpu-001",
+     lambda n: n["metadata"]["managedFields"].append(entry("x", {"f:spec": {"f:taints": {}}})), request()),
 ])
 def test_policy_denies(what, name, change, req) -> None:
     old, new = changed(name, change)
@@ -176,3 +208,5 @@ def test_policy_denies(what, name, change, req) -> None:
     assert denied, f"{what} was allowed"
     if what == "another node":
         assert "may only change the Node it runs on (gpu-001), not gpu-002" in denied[0]
+    if what.startswith("managedFields"):
+        assert denied == ["the topolabel agent may not change a Node's managedFields but for the annotations it writes"]

@@ -13,7 +13,7 @@ from labeler.config import parse_config
 from labeler.model import TopologyError
 from labeler.nodes import Node
 from labeler.pipeline import discover, source_options
-from tests.conftest import SHARED
+from tests.conftest import kueue_crd
 from tests.crdschema import validate
 from tests.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
 
@@ -61,7 +61,7 @@ def test_nvlink_domain_is_its_own_level_and_objects_are_valid(ibsim, tmp_path: P
     assert [lv["nodeLabel"] for lv in objects[0]["spec"]["levels"]][-2:] == ["topolabel.dev/nvlink",
                                                                               "kubernetes.io/hostname"]
     for obj in objects:
-        assert validate(obj, SHARED / "kueue-crds" / f"kueue.x-k8s.io_{CRD[obj['kind']]}.yaml") == []
+        assert validate(obj, kueue_crd(CRD[obj["kind"]])) == []
 
 
 def test_a_split_nvlink_domain_is_reported(ibsim, tmp_path: Path) -> None:

@@ -1,44 +1,63 @@
 """hack/testcluster.py and the fixture's rules: clusters side by side, a taken port retried, stopping by PID
-only what belongs to the cluster, and skip-or-fail when the server binary is missing."""
+only what belongs to the cluster, the command line, Kueue's webhooks pointed at 127.0.0.1, and skip-or-fail
+when the binaries are missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from hack import testcluster
 from tests import kubecluster
+from tests.conftest import ROOT
 
 
 @pytest.mark.slow
 def test_two_clusters_side_by_side_and_a_taken_port_retried(tmp_path: Path, monkeypatch) -> None:
     binaries = kubecluster.binaries_or_skip()
-    first = testcluster.up(tmp_path / "a", binaries)
+    up = subprocess.run([str(ROOT / "hack" / "test-cluster"), "up", str(tmp_path / "a")], capture_output=True,
+                        text=True, timeout=180)
+    assert up.returncode == 0, up.stderr
+    assert f"export KUBECONFIG={tmp_path / 'a' / 'kubeconfig'}" in up.stdout
+    first = testcluster.read_state(tmp_path / "a")
+    assert set(first.pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"}
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen()
-    picks = iter([[taken.getsockname()[1], *testcluster.free_ports(2)]])
     real_free_ports = testcluster.free_ports
+    picks = iter([[taken.getsockname()[1], *real_free_ports(4)]])
     monkeypatch.setattr(testcluster, "free_ports", lambda n: next(picks, None) or real_free_ports(n))
     try:
         second = testcluster.up(tmp_path / "b", binaries)
         assert "address already in use" in (tmp_path / "b" / "etcd.log").read_text()
         assert second.server != first.server
         for root, state in ((tmp_path / "a", first), (tmp_path / "b", second)):
-            assert testcluster.request(state.server, "/readyz", root / "pki" / "ca.crt",
+            assert testcluster.request(state.server + "/readyz", root / "pki" / "ca.crt",
                                        state.tokens[testcluster.ADMIN]) == (200, "ok")
         assert testcluster.up(tmp_path / "a", binaries).pids == first.pids  # already up: nothing new
+        version = json.loads(testcluster.request(first.server + "/version", tmp_path / "a" / "pki" / "ca.crt",
+                                                 first.tokens[testcluster.ADMIN])[1])
+        assert version["gitVersion"].startswith("v1.36.")
     finally:
         taken.close()
         testcluster.down(tmp_path / "b")
-        testcluster.down(tmp_path / "a")
+        down = subprocess.run([str(ROOT / "hack" / "test-cluster"), "down", str(tmp_path / "a")], timeout=60)
+    assert down.returncode == 0
     assert not any(testcluster.alive(pid, tmp_path / "a") for pid in first.pids.values())
     assert not any(testcluster.alive(pid, tmp_path / "b") for pid in second.pids.values())
     assert not (tmp_path / "a" / "cluster.json").exists()
     testcluster.down(tmp_path / "a")  # a second down is a no-op
+
+
+def test_usage_errors_exit_2(capsys) -> None:
+    assert testcluster.main(["up"]) == 2
+    assert testcluster.main(["down", "/tmp/x", "--with-kueue"]) == 2
+    assert "hack/test-cluster up DIR [--with-kueue]" in capsys.readouterr().err
 
 
 def test_alive_only_for_processes_of_that_directory(tmp_path: Path) -> None:
@@ -46,10 +65,28 @@ def test_alive_only_for_processes_of_that_directory(tmp_path: Path) -> None:
     assert not testcluster.alive(2**22 + 1, tmp_path)  # above pid_max: no such process
 
 
-def test_missing_server_skips_outside_ci_and_fails_in_ci(monkeypatch) -> None:
+def test_kueue_webhooks_and_conversion_are_pointed_at_127_0_0_1() -> None:
+    """Kueue's manifests name its Service; the test cluster calls the manager on 127.0.0.1 instead, with
+    the same paths and the cluster's CA."""
+    service = {"service": {"name": "kueue-webhook-service", "namespace": "kueue-system", "path": "/validate-x"}}
+    hooks = {"kind": "ValidatingWebhookConfiguration", "webhooks": [
+        {"name": "vjob.kb.io", "clientConfig": json.loads(json.dumps(service)), "failurePolicy": "Fail"}]}
+    crd = {"kind": "CustomResourceDefinition", "spec": {"conversion": {"strategy": "Webhook", "webhook": {
+        "clientConfig": {"service": {"name": "s", "namespace": "n", "path": "/convert"}},
+        "conversionReviewVersions": ["v1"]}}}}
+    plain = {"kind": "CustomResourceDefinition", "spec": {"group": "kueue.x-k8s.io"}}
+    assert testcluster.rewrite_for_local_kueue(hooks, 9443, "Q0E=")["webhooks"] == [
+        {"name": "vjob.kb.io", "clientConfig": {"url": "https://127.0.0.1:9443/validate-x", "caBundle": "Q0E="},
+         "failurePolicy": "Fail"}]
+    assert testcluster.rewrite_for_local_kueue(crd, 9443, "Q0E=")["spec"]["conversion"]["webhook"]["clientConfig"] \
+        == {"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="}
+    assert testcluster.rewrite_for_local_kueue(plain, 9443, "Q0E=") == plain
+
+
+def test_missing_binaries_skip_outside_ci_and_fail_in_ci(monkeypatch) -> None:
     monkeypatch.setattr(testcluster, "find_binaries", lambda: None)
     monkeypatch.delenv("CI", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="hack/build-kube-apiserver"):
+    with pytest.raises(pytest.skip.Exception, match="hack/build-test-stack"):
         kubecluster.binaries_or_skip()
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true"):
