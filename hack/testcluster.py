@@ -88,6 +88,10 @@ class Binaries:
     kueue_module: str | None = None  # Kueue's module directory: config/ holds its CRDs and webhooks
     jobset_module: str | None = None
 
+    @property
+    def has_kueue(self) -> bool:
+        return bool(self.kueue and self.kueue_module and self.jobset_module)
+
 
 def stack_path(name: str) -> str | None:
     """$TOPOLABEL_<NAME> (dashes as underscores), else what hack/build-test-stack linked in the cache."""
@@ -372,8 +376,9 @@ def up(root: Path | str, binaries: Binaries | None = None, kueue: bool = False) 
     if binaries is None:
         raise ClusterError("kube-apiserver, kube-controller-manager, kube-scheduler, kubectl or etcd not found: "
                            "run hack/build-test-stack (or set TOPOLABEL_KUBE_APISERVER etc.)")
-    if kueue and not (binaries.kueue and binaries.kueue_module):
-        raise ClusterError("the Kueue manager or its module not found: run hack/build-test-stack kueue")
+    if kueue and not binaries.has_kueue:
+        raise ClusterError("the Kueue manager, or Kueue's or JobSet's module, not found: "
+                           "run hack/build-test-stack kueue")
     state = read_state(root)
     if state and all(alive(pid, root) for pid in state.pids.values()):
         if kueue and not state.kueue:
@@ -520,7 +525,7 @@ def service_account_token(starting: Starting, namespace: str, name: str) -> str:
 
 def start_kueue(root: Path, binaries: Binaries, state: State) -> State:
     """Kueue's and JobSet's CRDs, Kueue's RBAC and webhooks; then the manager, as its ServiceAccount."""
-    assert binaries.kueue and binaries.kueue_module
+    assert binaries.kueue and binaries.kueue_module and binaries.jobset_module  # has_kueue, for the type checker
     health, metrics, webhook = free_ports(3)
     state.ports.update({"kueue-health": health, "kueue-metrics": metrics, "kueue-webhook": webhook})
     ca_bundle = b64(root / "pki" / "ca.crt")
@@ -531,9 +536,8 @@ def start_kueue(root: Path, binaries: Binaries, state: State) -> State:
     wanted = [rewrite_for_local_kueue(o, webhook, ca_bundle) for o in manifests if o["kind"] in KUEUE_KINDS]
     kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster", "-f", "-",
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted}))
-    if binaries.jobset_module:
-        kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster",
-                "-f", str(Path(binaries.jobset_module) / "config" / "components" / "crd" / "bases"))
+    kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster",
+            "-f", str(Path(binaries.jobset_module) / "config" / "components" / "crd" / "bases"))
     crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
     kubectl(state, root, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds))
     starting = Starting(root, state, {})

@@ -200,7 +200,7 @@ def binaries_or_skip(kueue: bool = False) -> testcluster.Binaries:
     found = testcluster.find_binaries()
     if found is None:
         skip_or_fail(f"no kube-apiserver/etcd/kubectl in the test stack: {BUILD_HINT}")
-    if kueue and not (found.kueue and found.kueue_module):
+    if kueue and not found.has_kueue:
         skip_or_fail(f"no Kueue manager in the test stack: {BUILD_HINT}")
     return found
 
