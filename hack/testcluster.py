@@ -42,7 +42,7 @@ CONTROLLER_MANAGER = "system:kube-controller-manager"  # bound to its role by th
 SCHEDULER = "system:kube-scheduler"
 STATE = "cluster.json"
 START_ATTEMPTS = 3  # a picked port can be taken by someone else before the server binds it
-READY_TIMEOUT = 90.0
+READY_TIMEOUT = 180.0  # per stage; generous because a shared 2-core machine can be very loaded
 KUEUE_TOKEN_SECONDS = 366 * 24 * 3600
 # Stopped in the reverse order.
 PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue")
