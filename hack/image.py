@@ -100,6 +100,10 @@ def project_version(root: Path = ROOT) -> str:
     return tomllib.loads((root / "pyproject.toml").read_text())["project"]["version"]
 
 
+def project_source(root: Path = ROOT) -> str:
+    return tomllib.loads((root / "pyproject.toml").read_text())["project"]["urls"]["Source"]
+
+
 def dockerfile_base(root: Path = ROOT) -> str:
     """The fully qualified name the Dockerfile's `ARG BASE=` default means (short names are Docker Hub's)."""
     match = re.search(r"^ARG BASE=(\S+)", (root / "Dockerfile").read_text(), re.M)
@@ -289,7 +293,7 @@ def build(root: Path = ROOT) -> str:
     ref = f"{IMAGE}:{version}"
     with locked():
         base_id = ensure_base(root)
-        args = {"VERSION": version}
+        args = {"VERSION": version, "SOURCE": project_source(root)}
         keyed = f"{IMAGE}:build-{build_key(root, base_id, args)}"
         if image_exists(keyed):
             buildah("tag", keyed, ref)

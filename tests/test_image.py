@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hack.image import project_version
+from hack.image import project_source, project_version
 from hack.synth import gke_cluster
 from providers.lldp_facts import ANNOTATION
 from tests.conftest import ROOT
@@ -58,7 +58,7 @@ def test_labels_user_and_entry_point(image: Image) -> None:
     assert labels["org.opencontainers.image.version"] == project_version()
     assert labels["org.opencontainers.image.title"] == "topolabel"
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
-    assert labels["org.opencontainers.image.source"].startswith("https://")
+    assert labels["org.opencontainers.image.source"] == project_source()
     assert info["Config"]["User"] == "65532:65532"
     assert info["Config"]["Entrypoint"] == ["topolabel"]
 

@@ -1,4 +1,4 @@
-module topolabel.dev/hack/helm
+module topolabel.dev/hack/tools/helm
 
 go 1.26.0
 
