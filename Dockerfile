@@ -30,7 +30,7 @@ RUN --mount=type=secret,id=pip.conf,target=/etc/pip.conf \
 
 # runtime: Debian's python3, lldpd/lldpcli (the agent DaemonSet's lldpd container) and infiniband-diags
 # (ibnetdiscover), the virtualenv, and a non-root user. Nothing here writes to the root filesystem at run
-# time, so it runs with readOnlyRootFilesystem (the Deployment mounts an emptyDir at /tmp).
+# time, so it runs with readOnlyRootFilesystem (the manifests mount an emptyDir at /tmp for the client).
 FROM ${BASE}
 ARG VERSION=dev
 ARG REVISION=unknown
@@ -46,7 +46,7 @@ RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*
         'path-exclude=/usr/share/lintian/*' > /etc/dpkg/dpkg.cfg.d/topolabel-slim \
  && apt-get update \
  && apt-get install -y --no-install-recommends python3 lldpd infiniband-diags \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
  && groupadd --gid 65532 topolabel \
  && useradd --uid 65532 --gid 65532 --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin topolabel
 COPY --from=build /opt/topolabel /opt/topolabel

@@ -132,7 +132,8 @@ def kustomize(cluster: KubeCluster, *directories: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent", [False, True], ids=["operator", "with-agent"])
-def test_default_values_render_what_kustomize_does(helm: Any, kube_cluster: KubeCluster, agent: bool) -> None:  # noqa: F811
+def test_default_values_render_what_kustomize_does(helm: Any, kube_cluster: KubeCluster,  # noqa: F811
+                                                   agent: bool) -> None:
     directories = [MANIFESTS, MANIFESTS / "agent"] if agent else [MANIFESTS]
     from_kustomize = comparable(kustomize(kube_cluster, *directories))
     from_chart = comparable(template(helm, "--include-crds", *(["--set", "agent.enabled=true"] if agent else [])))
@@ -184,7 +185,8 @@ def test_variant_passes_a_server_side_dry_run(helm: Any, chart_cluster: KubeClus
     kinds = {d["kind"] for d in rendered}
     expected = {"default": set(), "config-values.yaml": {"TopologyLabeler"},
                 "monitoring-values.yaml": {"ServiceMonitor", "NetworkPolicy"},
-                "agent-values.yaml": {"DaemonSet", "TopologyLabeler"} | ({"ValidatingAdmissionPolicy"} if not extra else set())}
+                "agent-values.yaml": {"DaemonSet", "TopologyLabeler"}
+                | ({"ValidatingAdmissionPolicy"} if not extra else set())}
     assert expected[variant] <= kinds
 
 
@@ -212,7 +214,8 @@ def test_install_creates_every_object(helm: Any, chart_cluster: KubeCluster, tmp
         args += ["--set", "agent.admissionPolicy.enabled=false"]
     helm("install", name, str(CHART), *args)
     try:
-        manifest = helm("get", "manifest", name, "--namespace", name, "--kubeconfig", str(chart_cluster.kubeconfig)).stdout
+        manifest = helm("get", "manifest", name, "--namespace", name,
+                        "--kubeconfig", str(chart_cluster.kubeconfig)).stdout
         installed = documents(manifest)
         (tmp_path / "manifest.yaml").write_text(manifest)
         found = chart_cluster.kubectl("get", "-f", str(tmp_path / "manifest.yaml"), "-o", "name").stdout.split()

@@ -89,7 +89,8 @@ def test_wheel_installs_into_a_clean_venv_and_runs(tmp_path: Path) -> None:
     archive = Path(subprocess.run([sys.executable, str(ROOT / "hack" / "krew.py"), "archive", str(tmp_path)],
                                   capture_output=True, text=True, check=True).stdout.strip())
     krew_root = tmp_path / "krew"
-    env = {"PATH": f"{krew_root / 'bin'}:{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "KREW_ROOT": str(krew_root)}
+    env = {"PATH": f"{krew_root / 'bin'}:{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "KREW_ROOT": str(krew_root)}
     installed = subprocess.run([tool("krew"), "install", f"--manifest={krew.MANIFEST}", f"--archive={archive}"],
                                capture_output=True, text=True, timeout=120, env=env)
     assert installed.returncode == 0, installed.stderr
