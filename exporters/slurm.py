@@ -27,8 +27,9 @@ from typing import Iterable
 
 import yaml
 
+from labeler.errors import TopologyError
 from labeler.labelvalues import short_hash
-from labeler.model import ACCELERATOR_LEVELS, Level, Problem, Snapshot, TopologyError
+from labeler.model import ACCELERATOR_LEVELS, Level, Problem, Snapshot
 
 from .domains import Domain, domain_forest, natural
 from .hostlist import compress

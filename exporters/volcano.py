@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from kueue_config.objects import MANAGED_BY, dns_name
+from labeler.errors import TopologyError
 from labeler.labelvalues import short_hash
-from labeler.model import Snapshot, TopologyError
+from labeler.model import Snapshot
+from labeler.names import MANAGED_BY, dns_name
 
 from .domains import Domain, domain_forest
 

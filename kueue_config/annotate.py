@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ruamel.yaml.comments import CommentedMap
 
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
 
 from .workloads import (GROUP_NAME, MODES, PREFERRED, QUEUE_LABEL, REQUIRED, SLICE_REQUIRED, SLICE_SIZE,
                         TAS_ANNOTATIONS, PodSet, Workload, lookup, path_str)

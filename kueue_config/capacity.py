@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
 from labeler.nodes import Node, list_items
 
 from .quantities import parse

@@ -15,14 +15,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from labeler.names import HOSTNAME
 from labeler.nodes import Node
 
-from .capacity import (PODS, Resources, affinity_matches, count_in, pod_requests, taint_string,
-                       untolerated_taint)
-from .objects import HOSTNAME
+from .capacity import PODS, Resources, affinity_matches, count_in, pod_requests, taint_string, untolerated_taint
 from .tas_objects import Flavor
-from .workloads import (GROUP_NAME, PREFERRED, REQUIRED, SLICE_REQUIRED, SLICE_SIZE, UNCONSTRAINED, PodSet,
-                        Workload)
+from .workloads import GROUP_NAME, PREFERRED, REQUIRED, SLICE_REQUIRED, SLICE_SIZE, UNCONSTRAINED, PodSet, Workload
 
 INF = 2**31 - 1
 TRUE = {"1", "t", "T", "TRUE", "true", "True"}

@@ -10,7 +10,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
 
 
 def _yaml() -> YAML:

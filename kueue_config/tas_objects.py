@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.model import Level, TopologyError
-
-from .objects import HOSTNAME
+from labeler.errors import TopologyError
+from labeler.model import Level
+from labeler.names import HOSTNAME
 
 HOSTNAME_NAMES = ("hostname", "node", "host-name")
 

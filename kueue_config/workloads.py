@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
 
 PREFIX = "kueue.x-k8s.io/"
 QUEUE_LABEL = PREFIX + "queue-name"

@@ -16,7 +16,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from .model import TopologyError
+from .errors import InputError
 from .nodes import Node, parse_nodes
 
 RETRYABLE = {409, 429, 500, 502, 503, 504}
@@ -40,7 +40,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, pool: int
                 config.load_kube_config(client_configuration=cfg)
     except (ConfigException, OSError) as exc:
         where = kubeconfig or "the default kubeconfig"
-        raise TopologyError(f"{where}: cannot connect to a cluster: {exc}") from None
+        raise InputError(f"{where}: cannot connect to a cluster: {exc}") from None
     cfg.connection_pool_maxsize = max(pool, cfg.connection_pool_maxsize or 0)
     return client.ApiClient(cfg)
 

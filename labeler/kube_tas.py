@@ -12,10 +12,10 @@ from typing import Any, Callable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from .errors import TopologyError
 from .kube import call_with_retries
-from .model import TopologyError
+from .names import KUEUE_GROUP, KUEUE_VERSION
 
-KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
                  "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}
 # Finished pods hold no capacity; asking the server to leave them out keeps the lists short.

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
-from labeler.operator.settings import RunOptions
 from labeler.plan import MANAGED_ANNOTATION
 from tests.kmockcluster import MockCluster
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+from topolabel.operator.settings import RunOptions
 
 KEYS = ("topolabel.dev/block", "topolabel.dev/subblock", "topolabel.dev/host")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"

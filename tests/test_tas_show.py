@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.cli import main
 from tests.tas_cluster import BLOCK, GPU_TOLERATION, HOST, RACK, kueue_objects, node, node_list, pod
+from topolabel.cli import main
 
 KEYS = [BLOCK, RACK, HOST]
 

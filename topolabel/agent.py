@@ -1,8 +1,8 @@
 """The agent: publish what only the node itself can see as annotations on its own Node, and nothing else.
 
 It runs in a hostNetwork DaemonSet beside lldpd. Each round runs `lldpcli -f json0 show neighbors`, turns
-the output into the compact facts JSON (`providers.lldp_facts`), optionally asks `nvidia-smi` for the
-node's NVLink domain (`labeler.gpu_fabric`), and sends one merge patch to its own Node when the values
+the output into the compact facts JSON (`providers.lldp.facts`), optionally asks `nvidia-smi` for the
+node's NVLink domain (`providers.gpu_clique`), and sends one merge patch to its own Node when the values
 changed, or when `resync` seconds passed (to restore an annotation someone removed). It never reads Nodes,
 so `patch` on nodes is all its RBAC grants; an admission policy keeps it to its own Node.
 """
@@ -19,12 +19,10 @@ from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from kubernetes.client.exceptions import ApiException
 
-from providers.base import SourceError
-from providers.hosttools import run_tool
-from providers.lldp_facts import Neighbor, parse_json0
-
-from .kube import api_error
-from .model import TopologyError
+from labeler.errors import SourceError, TopolabelError
+from labeler.hosttools import run_tool
+from labeler.kube import api_error
+from providers.lldp.facts import Neighbor, parse_json0
 
 LLDPCLI_TIMEOUT = 30.0
 _LOG_PREFIX = re.compile(r"^\S+ \[\w+/\w+\] ")  # lldpcli's "2026-11-30T02:08:31 [WARN/control] "
@@ -83,7 +81,7 @@ def run(agent: Agent, interval: float, once: bool, log: TextIO = sys.stderr,
         try:
             wrote = agent.round()
             print(f"topolabel agent: {'published' if wrote else 'unchanged'}", file=log, flush=True)
-        except (SourceError, TopologyError) as exc:
+        except TopolabelError as exc:
             if once:
                 raise
             print(f"topolabel agent: error: {exc}", file=log, flush=True)

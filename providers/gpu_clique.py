@@ -7,8 +7,8 @@ The agent publishes the same value as an annotation where the GPU Operator does 
 
 from __future__ import annotations
 
-from providers.base import SourceError
-from providers.hosttools import run_tool
+from labeler.errors import SourceError
+from labeler.hosttools import run_tool
 
 ANNOTATION = "topolabel.dev/gpu-clique"
 QUERY = ["--query-gpu=fabric.clusterUuid,fabric.cliqueId", "--format=csv,noheader"]

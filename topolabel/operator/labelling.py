@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from ..apply import ApplyResult
-from ..model import Snapshot
-from ..nodes import Node
-from ..plan import MANAGED_ANNOTATION, NodeChange, Plan, make_plan, plan_node
+from labeler.apply import ApplyResult
+from labeler.model import Snapshot
+from labeler.nodes import Node
+from labeler.plan import MANAGED_ANNOTATION, NodeChange, Plan, make_plan, plan_node
 
 PENDING_SECONDS = 300.0
 

@@ -16,15 +16,15 @@ from typing import Any, Iterable, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
-from kueue_config.objects import MANAGED_BY
+from labeler.kube import api_error
+from labeler.model import Problem
+from labeler.names import KUEUE_API_VERSION, is_managed
 
-from ..kube import api_error
-from ..model import Problem
 from .kubeapi import Kube
 
 log = logging.getLogger(__name__)
 
-API = "/apis/kueue.x-k8s.io/v1beta2"
+API = f"/apis/{KUEUE_API_VERSION}"
 PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
            "LocalQueue": "localqueues"}
 IMMUTABLE = frozenset({"Topology", "ResourceFlavor"})
@@ -52,11 +52,6 @@ def path(kind: str, namespace: str | None = None, name: str | None = None) -> st
 
 def object_path(obj: Obj) -> str:
     return path(*key(obj))
-
-
-def managed(obj: Obj) -> bool:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
 
 
 def covers(have: Any, want: Any) -> bool:
@@ -137,7 +132,7 @@ class KueueChanges:
 
 def superseded(desired: Sequence[Obj], existing: Sequence[Obj]) -> list[Obj]:
     wanted = {key(o) for o in desired}
-    return [o for o in existing if managed(o) and key(o) not in wanted]
+    return [o for o in existing if is_managed(o) and key(o) not in wanted]
 
 
 def needs_usage(desired: Sequence[Obj], existing: Sequence[Obj]) -> bool:
@@ -156,7 +151,7 @@ def plan_changes(desired: Sequence[Obj], existing: Sequence[Obj], usage: Usage |
         current = have.get(key(obj))
         if current is None:
             changes.apply.append(obj)
-        elif not managed(current):
+        elif not is_managed(current):
             changes.conflicts.append(f"{describe(obj)} exists and was not made by topolabel; left as it is")
         elif covers(current, obj):
             continue
@@ -173,7 +168,7 @@ def plan_changes(desired: Sequence[Obj], existing: Sequence[Obj], usage: Usage |
                 changes.replace.append(obj)
         else:
             changes.apply.append(obj)
-    remaining = list(desired) + [o for o in existing if not managed(o)]
+    remaining = list(desired) + [o for o in existing if not is_managed(o)]
     old = superseded(desired, existing)
     for kind in DELETE_ORDER:
         for obj in (o for o in old if o["kind"] == kind):

@@ -4,37 +4,38 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from providers.base import SourceContext, SourceError, load_source, snake
+from labeler.config import Config
+from labeler.errors import SourceError
+from labeler.model import Discovery, Snapshot
+from labeler.nodes import Node, read_document
+from labeler.placement import level_keys, to_snapshot
+from providers.base import Source, SourceContext, snake
+from providers.registry import get_source
 
-from .config import Config
-from .model import Snapshot
-from .nodes import Node, read_document
-from .placement import Discovery, level_keys, to_snapshot
 
-
-def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The source name and its options: the config's `source` section, overridden by flags given."""
+def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[str, Any]]:
+    """The source and its options: the config's `source` section, overridden by flags given."""
     options = {snake(k): v for k, v in (cfg.source.options() if cfg.source else {}).items()}
     name = flags.get("source") or (cfg.source.type if cfg.source else None)
     if not name:
         raise SourceError("no source: give --source or a 'source' section in the config")
-    module = load_source(name)
+    source = get_source(name)
     if cfg.source and name != cfg.source.type:
         options = {}  # the config's options belong to another source
-    for key in module.OPTIONS.model_fields:  # a source's flags are named as its options
+    for key in source.options.model_fields:  # a source's flags are named as its options
         if flags.get(key) is not None:
             options[key] = flags[key]
-    return name, options
+    return source, options
 
 
-def discover(cfg: Config, source: str, options: Mapping[str, Any], nodes: Sequence[Node],
+def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
              origin: str = "source") -> Snapshot:
     return place(cfg, run_source(source, options, nodes, origin))
 
 
-def run_source(source: str, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source") -> Discovery:
+def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source") -> Discovery:
     """The source's raw answer; the operator keeps it to merge per-node answers into the last good one."""
-    return load_source(source).discover(SourceContext(nodes=nodes, options=options, origin=origin))
+    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin))
 
 
 def place(cfg: Config, found: Discovery) -> Snapshot:

@@ -13,10 +13,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.placement import Discovery
+from labeler.errors import SourceError
+from labeler.model import Discovery
 
-from .base import SourceError
-from .lldp_facts import Neighbor
+from .facts import Neighbor
 
 RACK = "rack"
 BLOCK = "block"

@@ -17,12 +17,13 @@ import yaml
 from kueue_config.capacity import PodUsage, parse_pods
 from kueue_config.objects import generate
 from kueue_config.tas_objects import TASSetup
+from labeler.config import Config
+from labeler.errors import TopologyError
+from labeler.kube import connect
+from labeler.kube_tas import list_kueue_objects, list_pods
+from labeler.model import Level, Snapshot
+from labeler.nodes import Node, read_document, yaml_error
 
-from ..config import Config
-from ..kube import connect
-from ..kube_tas import list_kueue_objects, list_pods
-from ..model import Level, Snapshot, TopologyError
-from ..nodes import Node, read_document, yaml_error
 from ..pipeline import read_snapshot
 
 

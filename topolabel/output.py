@@ -11,8 +11,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from .model import Problem, Snapshot
-from .plan import Plan
+from labeler.model import Problem, Snapshot
+from labeler.plan import Plan
 
 FORMATS = ("table", "json", "yaml")
 

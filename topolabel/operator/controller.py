@@ -19,17 +19,16 @@ from typing import Any, Mapping
 from kubernetes.client.exceptions import ApiException
 
 from kueue_config.objects import generate
-from providers.base import SourceError
+from labeler.apply import apply_plan
+from labeler.config import Config
+from labeler.errors import PlanRefused, SourceError, TopolabelError
+from labeler.kube import api_error
+from labeler.model import Discovery, Problem, Snapshot
+from labeler.nodes import Node
+from labeler.plan import Plan, check_share
+from labeler.verify import label_drift, stale
 
-from ..apply import apply_plan
-from ..config import Config
-from ..kube import api_error
-from ..model import Problem, Snapshot, TopologyError
-from ..nodes import Node
 from ..pipeline import run_source
-from ..placement import Discovery
-from ..plan import Plan, PlanRefused, check_share
-from ..verify import label_drift, stale
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -105,7 +104,7 @@ class Controller:
         self.configured = True
         try:
             self.settings = resolve(self.opts, self.spec)
-        except (TopologyError, SourceError) as exc:
+        except TopolabelError as exc:
             self.metrics.errors.labels(kind="config").inc()
             cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
             if cond:
@@ -206,7 +205,7 @@ class Controller:
             return
         snapshot = self.topology.snapshot
         joined = [nodes[n] for n in names if n in nodes and (snapshot is None or n not in snapshot.nodes)]
-        if joined and settings.per_node:
+        if joined and settings.source.per_node:
             await self.place(settings, joined)
         snapshot = self.topology.snapshot
         if snapshot is not None:
@@ -219,7 +218,7 @@ class Controller:
     async def discover(self, settings: Settings, nodes: list[Node], scope: str) -> Discovery:
         """Run the source in a thread, giving up after --source-timeout (the thread is left to finish)."""
         if self.running is not None and not self.running.done():
-            raise SourceError(f"{settings.source}: the previous discovery is still running "
+            raise SourceError(f"{settings.source.name}: the previous discovery is still running "
                               f"(it overran --source-timeout {self.opts.source_timeout:.0f}s)")
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -228,9 +227,9 @@ class Controller:
         try:
             return await asyncio.wait_for(asyncio.shield(self.running), self.opts.source_timeout)
         except asyncio.TimeoutError:
-            raise SourceTimeout(f"{settings.source}: no answer within {self.opts.source_timeout:.0f}s") from None
+            raise SourceTimeout(f"{settings.source.name}: no answer within {self.opts.source_timeout:.0f}s") from None
         finally:
-            self.metrics.discovery.labels(source=settings.source, scope=scope).observe(loop.time() - started)
+            self.metrics.discovery.labels(source=settings.source.name, scope=scope).observe(loop.time() - started)
 
     async def rediscover(self, settings: Settings, nodes: dict[str, Node]) -> Plan | None:
         """A full discovery adopted as the last good topology when its plan is safe; its plan, or None."""
@@ -252,7 +251,7 @@ class Controller:
         await self.report_drift(snapshot, nodes)
         self.topology.adopt(found, snapshot)
         await self.transition("SourceAvailable", True, "Discovered",
-                              f"{settings.source}: {len(snapshot.nodes)} node(s) placed in {len(snapshot.levels)} "
+                              f"{settings.source.name}: {len(snapshot.nodes)} node(s) placed in {len(snapshot.levels)} "
                               "level(s)")
         return plan
 
@@ -270,7 +269,7 @@ class Controller:
     async def source_failed(self, exc: Exception) -> None:
         self.metrics.errors.labels(kind="source").inc()
         reason = "SourceTimeout" if isinstance(exc, SourceTimeout) else "SourceFailed"
-        message = str(exc) if isinstance(exc, (SourceError, TopologyError)) else f"{type(exc).__name__}: {exc}"
+        message = str(exc) if isinstance(exc, TopolabelError) else f"{type(exc).__name__}: {exc}"
         keep = "labelling from the last good topology" if self.topology.snapshot else "no topology yet"
         await self.transition("SourceAvailable", False, reason, f"{message}; nothing removed, {keep}")
 
@@ -311,7 +310,7 @@ class Controller:
         assert snapshot is not None
         try:
             generated = generate(snapshot, list(nodes.values()), settings.cfg)
-        except (TopologyError, ValueError) as exc:
+        except TopolabelError as exc:
             self.metrics.errors.labels(kind="kueue").inc()
             self.kueue_applied = None
             await self.transition("KueueInSync", False, "GenerateFailed", str(exc))
@@ -368,7 +367,7 @@ class Controller:
         for cond in announce:
             await asyncio.to_thread(self.reporter.transition, cond)
         status = status_body(self.conditions, counts, snapshot, problems,
-                             self.settings.source if self.settings else None, self.kueue_count)
+                             self.settings.source.name if self.settings else None, self.kueue_count)
         await asyncio.to_thread(self.reporter.publish, status)
 
 

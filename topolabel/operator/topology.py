@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection
 
-from ..config import Config
-from ..model import Snapshot, TopologyError
+from labeler.config import Config
+from labeler.errors import TopologyError
+from labeler.model import Discovery, Snapshot
+
 from ..pipeline import place
-from ..placement import Discovery
 
 
 @dataclass

@@ -14,8 +14,8 @@ from kueue_config.annotate import TASRequest, annotate
 from kueue_config.lint import ERROR, WARNING, lint, summary
 from kueue_config.tas_objects import resolve_level
 from kueue_config.workloads import QUEUE_LABEL, Workload, workloads_in
+from labeler.config import load_config
 
-from ..config import load_config
 from ..output import FORMATS, console, emit
 from .tas_common import TASContext, tas_context, tas_parent
 

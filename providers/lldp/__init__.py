@@ -14,17 +14,16 @@ from pathlib import Path
 
 from pydantic import model_validator
 
-from labeler.model import Problem, TopologyError
+from labeler.errors import SourceError, TopologyError
+from labeler.model import Discovery, Problem
 from labeler.nodes import read_document
-from labeler.placement import Discovery
 
-from .base import Options, SourceContext, SourceError, parse_options
-from .lldp_facts import ANNOTATION, Neighbor, read_facts
-from .lldp_place import DEFAULT_MGMT, Fabric, aliases, fabric_from_map, fabric_from_switches, place
+from ..base import Options, Source, SourceContext, parse_options
+from .facts import ANNOTATION, Neighbor, read_facts
+from .place import DEFAULT_MGMT, Fabric, aliases, fabric_from_map, fabric_from_switches, place
 
 NAME = "lldp"
 # With --lldp-dir no cluster is needed; reading the agent's annotations needs nodes, and says so.
-NEEDS_NODES = False
 
 HostFacts = dict[str, tuple[Neighbor, ...]]
 
@@ -40,9 +39,6 @@ class LldpOptions(Options):
         if self.switch_map and self.switch_lldp:
             raise ValueError("give a switch map or the switches' LLDP facts, not both (list MLAG pairs in the map)")
         return self
-
-
-OPTIONS = LldpOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -132,3 +128,7 @@ def _json_files(directory: str) -> dict[str, tuple[Path, str]]:
     if not files:
         raise SourceError(f"{directory}: no NAME.json files")
     return files
+
+
+# A fabric is read whole: no cluster nodes needed, and no cheaper answer for a few joining nodes.
+SOURCE = Source(NAME, LldpOptions, add_arguments, discover, needs_nodes=False, per_node=False)

@@ -6,12 +6,14 @@ import argparse
 
 from rich.table import Table
 
-from ..config import load_config
-from ..model import Snapshot, TopologyError
-from ..nodes import read_document
+from labeler.config import load_config
+from labeler.errors import TopologyError
+from labeler.model import Snapshot
+from labeler.nodes import read_document
+from labeler.verify import Report, compare_sources, label_drift
+
 from ..output import console, emit
 from ..pipeline import discover, source_options
-from ..verify import Report, compare_sources, label_drift
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -53,8 +55,8 @@ def _other(args: argparse.Namespace, nodes: list) -> Snapshot:
     if args.against:
         return Snapshot.from_dict(read_document(args.against), args.against)
     other = load_config(args.against_config)
-    name, options = source_options(other, {})
-    return discover(other, name, options, nodes, origin=args.against_config)
+    source, options = source_options(other, {})
+    return discover(other, source, options, nodes, origin=args.against_config)
 
 
 def _names(args: argparse.Namespace) -> tuple[str, str]:

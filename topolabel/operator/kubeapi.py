@@ -12,8 +12,9 @@ from typing import Any, Iterable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ..kube import MERGE_PATCH, call_with_retries, list_nodes, patch_node
-from ..nodes import Node
+from labeler.kube import MERGE_PATCH, call_with_retries, list_nodes, patch_node
+from labeler.nodes import Node
+
 from .metrics import Metrics
 
 APPLY_PATCH = "application/apply-patch+yaml"

@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Mapping
 
-from providers.base import load_source
+from labeler.config import Config, load_config, parse_config
+from providers.base import Source
 
-from ..config import Config, load_config, parse_config
 from ..pipeline import source_options
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -38,16 +37,15 @@ class RunOptions:
 @dataclass(frozen=True)
 class Settings:
     cfg: Config
-    source: str
+    source: Source
     options: dict[str, Any]
-    per_node: bool
     origin: str
 
 
 def resolve(opts: RunOptions, spec: Mapping[str, Any] | None) -> Settings:
     """Settings from the resource's spec (or the config file when there is none) and the flags.
 
-    Raises `TopologyError` for a bad config and `SourceError` for a bad or missing source.
+    Raises `InputError` for a bad config and `SourceError` for a bad or missing source.
     """
     if spec is not None:
         origin = f"TopologyLabeler {opts.name}"
@@ -55,17 +53,8 @@ def resolve(opts: RunOptions, spec: Mapping[str, Any] | None) -> Settings:
     else:
         origin = opts.config_path or "flags"
         cfg = load_config(opts.config_path)
-    name, options = source_options(cfg, opts.flags)
-    return Settings(cfg, name, options, answers_per_node(load_source(name)), origin)
-
-
-def answers_per_node(module: ModuleType) -> bool:
-    """Whether a source can be asked about a few joining nodes alone (`PER_NODE`).
-
-    By default sources that read per-node facts (labels, cloud APIs: they need the nodes) can, and
-    sources that read a whole fabric (they run without nodes) cannot.
-    """
-    return bool(getattr(module, "PER_NODE", getattr(module, "NEEDS_NODES", True)))
+    source, options = source_options(cfg, opts.flags)
+    return Settings(cfg, source, options, origin)
 
 
 def operator_namespace() -> str:

@@ -15,8 +15,9 @@ from typing import Any, Iterable, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
-from ..kube import api_error
-from ..model import Problem, Snapshot
+from labeler.kube import api_error
+from labeler.model import Problem, Snapshot
+
 from .kubeapi import Kube
 from .metrics import NODE_STATES, Metrics
 

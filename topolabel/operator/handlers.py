@@ -18,9 +18,10 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ..config import load_config
-from ..kube import connect
-from ..nodes import Node
+from labeler.config import load_config
+from labeler.kube import connect
+from labeler.nodes import Node
+
 from .controller import Controller
 from .kubeapi import Kube
 from .metrics import Health, Metrics, serve

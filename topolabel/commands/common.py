@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from providers.base import SOURCES, load_source
 
-from ..config import Config, load_config
-from ..kube import connect, list_nodes
-from ..model import Snapshot
-from ..nodes import Node, load_nodes_file
+from labeler.config import Config, load_config
+from labeler.kube import connect, list_nodes
+from labeler.model import Snapshot
+from labeler.nodes import Node, load_nodes_file
+from providers.registry import SOURCES, get_source
+
 from ..output import FORMATS
 from ..pipeline import discover, read_snapshot, source_options
 
@@ -33,7 +34,7 @@ def source_parent() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--source", choices=sorted(SOURCES), help="where topology comes from")
     for name in sorted(SOURCES):
-        load_source(name).add_arguments(parser)
+        get_source(name).add_arguments(parser)
     return parser
 
 
@@ -62,12 +63,12 @@ def source_needs_nodes(args: argparse.Namespace, cfg: Config) -> bool:
     if getattr(args, "snapshot", None):
         return False
     name = args.source or (cfg.source.type if cfg.source else None)
-    return bool(getattr(load_source(name), "NEEDS_NODES", True)) if name else True
+    return get_source(name).needs_nodes if name else True
 
 
 def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node]) -> Snapshot:
     """The snapshot given with --snapshot, or a fresh discovery from the configured source."""
     if getattr(args, "snapshot", None):
         return read_snapshot(args.snapshot)
-    name, options = source_options(cfg, vars(args))
-    return discover(cfg, name, options, nodes, origin=args.config or f"--source {name}")
+    source, options = source_options(cfg, vars(args))
+    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}")

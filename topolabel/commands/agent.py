@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-
 from typing import Callable
 
-from providers.lldp_facts import ANNOTATION as LLDP_ANNOTATION, to_json
+from labeler.errors import TopologyError
+from labeler.kube import call_with_retries, connect, patch_node
+from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION, read_clique
+from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 
 from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
-from ..gpu_fabric import ANNOTATION as CLIQUE_ANNOTATION, read_clique
-from ..kube import call_with_retries, connect, patch_node
-from ..model import TopologyError
 
 EXAMPLES = """examples:
   NODE_NAME=gpu-001 topolabel agent --once                   # one round, then exit

@@ -10,9 +10,9 @@ from exporters.kai import kai_topology
 from exporters.slurm import FORMATS, NameRule, SlurmOptions, export_slurm
 from exporters.volcano import hypernodes
 from kueue_config.files import read_dir, render, stream, write_dir
+from labeler.config import Config
+from labeler.model import Snapshot
 
-from ..config import Config
-from ..model import Snapshot
 from ..output import problems_table
 from .common import cluster_nodes, config_of, snapshot_of, source_needs_nodes
 

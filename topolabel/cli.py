@@ -8,12 +8,11 @@ import sys
 
 from kubernetes.client.exceptions import ApiException
 
-from providers.base import SourceError
+from labeler.errors import TopolabelError
+from labeler.kube import api_error
 
 from .commands import COMMANDS
 from .commands.common import cluster_parent, config_parent, snapshot_parent, source_parent
-from .kube import api_error
-from .model import TopologyError
 
 DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
 Kueue Topology-Aware Scheduling objects."""
@@ -33,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (TopologyError, SourceError) as exc:
+    except TopolabelError as exc:
         print(f"topolabel {args.command}: error: {exc}", file=sys.stderr)
     except ApiException as exc:
         print(f"topolabel {args.command}: Kubernetes API error: {api_error(exc)}", file=sys.stderr)

@@ -21,7 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
 
 ANNOTATION = "topolabel.dev/lldp-neighbors"
 VERSION = 1

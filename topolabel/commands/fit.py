@@ -12,8 +12,8 @@ from kueue_config.capacity import free_capacity
 from kueue_config.fit import FitReport, fit
 from kueue_config.tas_objects import Flavor, TASSetup
 from kueue_config.workloads import QUEUE_LABEL, Workload, workloads_in
+from labeler.errors import TopologyError
 
-from ..model import TopologyError
 from ..output import console, emit
 from .common import cluster_nodes, config_of
 from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent

@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 from typing import Callable, Sequence
 
-from .base import SourceError
+from .errors import SourceError
 
 
 def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str = "", failed: str = "",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from labeler.plan import Plan, check_share, make_plan
+
 from ..output import emit, plan_table
-from ..plan import Plan, check_share, make_plan
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:

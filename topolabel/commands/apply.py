@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..apply import apply_plan
-from ..kube import connect, patch_node
+from labeler.apply import apply_plan
+from labeler.kube import connect, patch_node
+
 from ..output import emit, plan_table
 from .common import config_of
 from .plan import build, plan_parents

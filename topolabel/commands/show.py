@@ -11,8 +11,8 @@ from kueue_config.capacity import allocatable, free_capacity
 from kueue_config.fit import build_tree
 from kueue_config.render_tree import domain_views, rich_tree
 from kueue_config.svg import render_svg
+from labeler.errors import TopologyError
 
-from ..model import TopologyError
 from ..output import console, emit
 from .common import cluster_nodes, config_of
 from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
