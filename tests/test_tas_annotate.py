@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 import yaml
 
-from kueue_config import jobfile
-from kueue_config.workloads import workloads_in
+from kueue_config.tas import jobfile
+from kueue_config.tas.workloads import workloads_in
 from tests.tas_cluster import BLOCK, HOST, RACK, kueue_objects
 from tests.tas_jobs import KINDS, SCHEMAS
 from topolabel.cli import main

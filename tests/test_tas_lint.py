@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kueue_config.lint import Finding, lint
-from kueue_config.workloads import workload_of
+from kueue_config.tas.lint import Finding, lint
+from kueue_config.tas.workloads import workload_of
 from tests.tas_cluster import BLOCK, HOST, RACK, batch_job, kueue_objects, pod_template
 from topolabel.cli import main
 

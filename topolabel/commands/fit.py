@@ -7,11 +7,11 @@ import sys
 
 from rich.table import Table
 
-from kueue_config import jobfile
-from kueue_config.capacity import free_capacity
-from kueue_config.fit import FitReport, fit
-from kueue_config.tas_objects import Flavor, TASSetup
-from kueue_config.workloads import QUEUE_LABEL, Workload, workloads_in
+from kueue_config.tas import jobfile
+from kueue_config.tas.capacity import free_capacity
+from kueue_config.tas.fit import FitReport, fit
+from kueue_config.tas.setup import Flavor, TASSetup
+from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
 
 from ..output import console, emit

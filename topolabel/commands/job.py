@@ -9,11 +9,11 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from kueue_config import jobfile
-from kueue_config.annotate import TASRequest, annotate
-from kueue_config.lint import ERROR, WARNING, lint, summary
-from kueue_config.tas_objects import resolve_level
-from kueue_config.workloads import QUEUE_LABEL, Workload, workloads_in
+from kueue_config.tas import jobfile
+from kueue_config.tas.annotate import TASRequest, annotate
+from kueue_config.tas.lint import ERROR, WARNING, lint, summary
+from kueue_config.tas.setup import resolve_level
+from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.config import load_config
 
 from ..output import FORMATS, console, emit

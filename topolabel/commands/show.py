@@ -7,10 +7,10 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from kueue_config.capacity import allocatable, free_capacity
-from kueue_config.fit import build_tree
-from kueue_config.render_tree import domain_views, rich_tree
-from kueue_config.svg import render_svg
+from kueue_config.tas.capacity import allocatable, free_capacity
+from kueue_config.tas.fit import build_tree
+from kueue_config.tas.render_tree import domain_views, rich_tree
+from kueue_config.tas.svg import render_svg
 from labeler.errors import TopologyError
 
 from ..output import console, emit

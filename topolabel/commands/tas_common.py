@@ -14,13 +14,13 @@ from typing import Any
 
 import yaml
 
-from kueue_config.capacity import PodUsage, parse_pods
 from kueue_config.objects import generate
-from kueue_config.tas_objects import TASSetup
+from kueue_config.tas.capacity import PodUsage, parse_pods
+from kueue_config.tas.cluster import list_kueue_objects, list_pods
+from kueue_config.tas.setup import TASSetup
 from labeler.config import Config
 from labeler.errors import TopologyError
 from labeler.kube import connect
-from labeler.kube_tas import list_kueue_objects, list_pods
 from labeler.model import Level, Snapshot
 from labeler.nodes import Node, read_document, yaml_error
 

@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 
 from rich.tree import Tree
 
-from .fit import Domain, Leaf, TASTree
+from .tree import Domain, Leaf, TASTree
 
 
 @dataclass

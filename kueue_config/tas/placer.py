@@ -1,26 +1,22 @@
-"""Would Kueue's Topology-Aware Scheduling admit this job now, and where? A model of Kueue v0.19's placement.
+"""Kueue v0.19's placement of one PodSet (and its leader) in a TAS tree.
 
-The tree and the algorithm follow `pkg/cache/scheduler/tas_flavor_snapshot.go` (TASProfileMixed on, as
-by default): phase 1 counts, per leaf, how many pods (and leaders) fit in its free capacity and rolls
-the counts up; phase 2 picks domains at the requested level - the one with most free capacity, or with
-BestFit the tightest one that still holds everything - climbs a level for `preferred` when none does,
-and walks down choosing the fewest domains per level, tightest fit for the last. Unconstrained and
-implied PodSets use LeastFreeCapacity instead. Only Ready, schedulable nodes with every level label and
-the flavor's nodeLabels count; taints, nodeSelector and required node affinity are checked only when
+The algorithm follows `pkg/cache/scheduler/tas_flavor_snapshot.go` (TASProfileMixed on, as by default):
+phase 1 counts, per leaf, how many pods (and leaders) fit in its free capacity and rolls the counts up;
+phase 2 picks domains at the requested level - the one with most free capacity, or with BestFit the
+tightest one that still holds everything - climbs a level for `preferred` when none does, and walks down
+choosing the fewest domains per level, tightest fit for the last. Unconstrained and implied PodSets use
+LeastFreeCapacity instead. Taints, nodeSelector and required node affinity are checked only when
 `kubernetes.io/hostname` is the lowest level, as in Kueue.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.names import HOSTNAME
-from labeler.nodes import Node
-
 from .capacity import PODS, Resources, affinity_matches, count_in, pod_requests, taint_string, untolerated_taint
-from .tas_objects import Flavor
-from .workloads import GROUP_NAME, PREFERRED, REQUIRED, SLICE_REQUIRED, SLICE_SIZE, UNCONSTRAINED, PodSet, Workload
+from .tree import Domain, Leaf, TASTree
+from .workloads import GROUP_NAME, PREFERRED, REQUIRED, SLICE_REQUIRED, SLICE_SIZE, UNCONSTRAINED, PodSet
 
 INF = 2**31 - 1
 TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -74,114 +70,6 @@ def podset_request(ps: PodSet, keys: Sequence[str], tas_only: bool = True) -> Po
     group = str(ann[GROUP_NAME]) if GROUP_NAME in ann and mode in ("required", "preferred") else None
     return PodSetRequest(ps.name, ps.count, pod_requests(ps.spec), mode, level, slice_level, slice_size, group,
                          ps.spec)
-
-
-class Domain:
-    """A topology domain and the per-query counts Kueue's algorithm keeps for it."""
-
-    __slots__ = ("values", "parent", "children", "pods", "slices", "pods_wl", "slices_wl", "leaders")
-
-    def __init__(self, values: tuple[str, ...], parent: "Domain | None") -> None:
-        self.values = values
-        self.parent = parent
-        self.children: list[Domain] = []
-        self.reset()
-
-    def reset(self) -> None:
-        self.pods = self.slices = self.pods_wl = self.slices_wl = self.leaders = 0
-
-
-class Leaf(Domain):
-    """A lowest-level domain: one node when the lowest level is the hostname, else all nodes sharing it."""
-
-    __slots__ = ("id", "free", "total", "node_count", "node")
-
-    def __init__(self, values: tuple[str, ...], parent: Domain | None, leaf_id: str) -> None:
-        super().__init__(values, parent)
-        self.id = leaf_id
-        self.free: Resources = {}
-        self.total: Resources = {}
-        self.node_count = 0
-        self.node: Node | None = None
-
-
-@dataclass
-class Exclusions:
-    """Nodes the tree leaves out, by reason, so a surprising answer can be explained."""
-
-    not_ready: int = 0
-    unschedulable: int = 0
-    missing_level_labels: int = 0
-    other_flavor: int = 0
-
-
-class TASTree:
-    """Kueue's topology tree for one flavor: counted nodes placed by their level labels."""
-
-    def __init__(self, keys: Sequence[str], nodes: Iterable[Node], free: Mapping[str, Resources],
-                 flavor_labels: Mapping[str, str] | None = None,
-                 totals: Mapping[str, Resources] | None = None) -> None:
-        self.keys = tuple(keys)
-        self.hostname_lowest = self.keys[-1] == HOSTNAME
-        self.levels: list[dict[tuple[str, ...], Domain]] = [{} for _ in self.keys]
-        self.leaves: dict[str, Leaf] = {}
-        self.excluded = Exclusions()
-        flavor_labels = flavor_labels or {}
-        for node in nodes:
-            if not node.ready:
-                self.excluded.not_ready += 1
-            elif node.unschedulable:
-                self.excluded.unschedulable += 1
-            elif any(node.labels.get(k) != v for k, v in flavor_labels.items()):
-                self.excluded.other_flavor += 1
-            elif any(k not in node.labels for k in self.keys):
-                self.excluded.missing_level_labels += 1
-            else:
-                self._add(node, free.get(node.name, {}), (totals or {}).get(node.name, {}))
-
-    def _add(self, node: Node, free: Resources, total: Resources) -> None:
-        values = tuple(node.labels[k] for k in self.keys)
-        leaf_id = values[-1] if self.hostname_lowest else "/".join(values)
-        leaf = self.leaves.get(leaf_id)
-        if leaf is None:
-            leaf = self.leaves[leaf_id] = Leaf(values, self._parent(values[:-1]), leaf_id)
-            self.levels[-1][values] = leaf
-        if self.hostname_lowest and leaf.node is None:
-            leaf.node = node
-        leaf.node_count += 1
-        for key, value in free.items():
-            leaf.free[key] = leaf.free.get(key, 0) + value
-        for key, value in total.items():
-            leaf.total[key] = leaf.total.get(key, 0) + value
-
-    def _parent(self, values: tuple[str, ...]) -> Domain | None:
-        if not values:
-            return None
-        level = self.levels[len(values) - 1]
-        parent = level.get(values)
-        if parent is None:
-            parent = level[values] = Domain(values, self._parent(values[:-1]))
-        return parent
-
-    def link(self) -> None:
-        """Children lists, built once after all nodes are in."""
-        for level in self.levels[1:]:
-            for domain in level.values():
-                if domain.parent is not None:
-                    domain.parent.children.append(domain)
-
-    @property
-    def roots(self) -> list[Domain]:
-        return list(self.levels[0].values())
-
-
-def build_tree(keys: Sequence[str], nodes: Iterable[Node], free: Mapping[str, Resources],
-               flavor_labels: Mapping[str, str] | None = None,
-               totals: Mapping[str, Resources] | None = None) -> TASTree:
-    """The tree for one flavor; `totals` (allocatable per node) only when totals are shown."""
-    tree = TASTree(keys, nodes, free, flavor_labels, totals)
-    tree.link()
-    return tree
 
 
 @dataclass
@@ -531,148 +419,3 @@ def not_fit_message(topology: str, fit: int, total: int, unit: str) -> str:
     if fit == 0:
         return f'topology "{topology}" doesn\'t allow to fit any of {total} {unit}(s)'
     return f'topology "{topology}" allows to fit only {fit} out of {total} {unit}(s)'
-
-
-@dataclass
-class PodSetFit:
-    """The answer for one PodSet: whether and where it fits, and Kueue's message when it does not."""
-
-    workload: int
-    podset: str
-    pods: int
-    mode: str
-    level: str | None
-    fits: bool
-    placed_level: str | None = None
-    domains: list[dict[str, Any]] = field(default_factory=list)
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    max_pods_in_one_domain: int = 0
-    message: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def groups_of(requests: Sequence[PodSetRequest]) -> list[tuple[PodSetRequest, PodSetRequest | None]]:
-    """(workers, leader) pairs in Kueue's order: PodSets sharing a group name go together, the 1-pod one leads."""
-    order: list[str] = []
-    members: dict[str, list[PodSetRequest]] = {}
-    for i, req in enumerate(requests):
-        key = req.group if req.group else f"#{i}"
-        if key not in members:
-            order.append(key)
-            members[key] = []
-        members[key].append(req)
-    out: list[tuple[PodSetRequest, PodSetRequest | None]] = []
-    for key in order:
-        trs = members[key]
-        workers, leader = trs[0], (trs[1] if len(trs) > 1 else None)
-        if leader is not None and leader.count > workers.count:
-            workers, leader = leader, workers
-        out.append((workers, leader))
-    return out
-
-
-def fit_workload(tree: TASTree, tolerations: Sequence[Mapping[str, Any]], workload: Workload, topology: str,
-                 tas_only: bool = True) -> list[PodSetFit]:
-    """Place every Workload the object makes (one per LeaderWorkerSet replica), each after the ones before."""
-    assumed: dict[str, Resources] = {}
-    placer = Placer(tree, topology, tolerations, assumed)
-    results: list[PodSetFit] = []
-    for index in range(workload.workloads):
-        requests = [r for ps in workload.podsets if ps.count > 0
-                    for r in [podset_request(ps, tree.keys, tas_only)] if r is not None]
-        for workers, leader in groups_of(requests):
-            members = sorted([workers] + ([leader] if leader else []), key=requests.index)
-            try:
-                placement, most, _ = placer.place(workers, leader)
-            except NoFit as exc:
-                results += [PodSetFit(index, r.name, r.count, r.mode, r.level, False, message=str(exc),
-                                      max_pods_in_one_domain=exc.most) for r in members]
-                return results
-            for req in members:
-                chosen = placement.leaves.get(req.name, [])
-                for leaf, n in chosen:
-                    used = assumed.setdefault(leaf.id, {})
-                    for key, value in {**req.requests, PODS: req.requests.get(PODS, 0) + 1}.items():
-                        used[key] = used.get(key, 0) + value * n
-                results.append(PodSetFit(
-                    index, req.name, req.count, req.mode, req.level, True, tree.keys[placement.level_idx],
-                    [{"values": list(v), "pods": n} for v, n in placement.domains(req.name)],
-                    [{"node" if tree.hostname_lowest else "domain": leaf.id, "pods": n} for leaf, n in chosen],
-                    most))
-    return results
-
-
-@dataclass
-class FitReport:
-    """Everything `topolabel fit` prints; `to_dict` is the `-o json` form."""
-
-    fits: bool
-    topology: str
-    flavor: str | None
-    levels: tuple[str, ...]
-    podsets: list[PodSetFit]
-    excluded: Exclusions
-    nodes_counted: int
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def deciding(self) -> PodSetFit | None:
-        """The PodSet the headline is about: the first that fails, else the largest."""
-        failed = [p for p in self.podsets if not p.fits]
-        return failed[0] if failed else max(self.podsets, key=lambda p: p.pods, default=None)
-
-    def to_dict(self) -> dict[str, Any]:
-        main = self.deciding
-        domains: dict[tuple[str, ...], int] = {}
-        for p in self.podsets:
-            for d in p.domains:
-                domains[tuple(d["values"])] = domains.get(tuple(d["values"]), 0) + d["pods"]
-        return {
-            "fits": self.fits,
-            "level": main.level if main else None,
-            "placed_level": main.placed_level if main else None,
-            "pods": sum(p.pods for p in self.podsets),
-            "max_pods_in_one_domain": main.max_pods_in_one_domain if main else 0,
-            "domains": [{"values": list(v), "pods": n} for v, n in domains.items()],
-            "message": main.message if main else "",
-            "topology": self.topology,
-            "flavor": self.flavor,
-            "levels": list(self.levels),
-            "nodes_counted": self.nodes_counted,
-            "nodes_excluded": asdict(self.excluded),
-            "podsets": [p.to_dict() for p in self.podsets],
-            "problems": list(self.problems),
-        }
-
-
-def flavor_conflicts(flavor: Flavor, workload: Workload) -> bool:
-    """A flavor whose nodeLabels contradict a pod template's nodeSelector is never chosen by Kueue."""
-    for ps in workload.podsets:
-        selector = ps.spec.get("nodeSelector") or {}
-        if any(k in selector and str(selector[k]) != v for k, v in flavor.node_labels.items()):
-            return True
-    return False
-
-
-def fit(workload: Workload, nodes: Sequence[Node], free: Mapping[str, Resources], topology: str,
-        keys: Sequence[str], flavors: Sequence[Flavor], tas_only: bool = True) -> FitReport:
-    """Try the flavors in the ClusterQueue's order, as Kueue does, and answer for the first that fits.
-
-    With no flavor known, every labelled node counts and no flavor toleration applies.
-    """
-    candidates = [f for f in flavors if not flavor_conflicts(f, workload)] or [None]
-    first: FitReport | None = None
-    for flavor in candidates:
-        tree = build_tree(keys, nodes, free, flavor.node_labels if flavor else None)
-        podsets = fit_workload(tree, flavor.tolerations if flavor else (), workload, topology, tas_only)
-        report = FitReport(all(p.fits for p in podsets) and bool(podsets), topology,
-                           flavor.name if flavor else None, tuple(keys), podsets, tree.excluded, len(tree.leaves))
-        if not podsets:
-            report.problems.append("no PodSet uses TAS in this ClusterQueue; kube-scheduler alone places the pods")
-        if report.fits:
-            return report
-        first = first or report
-    assert first is not None
-    return first

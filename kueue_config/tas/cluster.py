@@ -12,9 +12,9 @@ from typing import Any, Callable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .errors import TopologyError
-from .kube import call_with_retries
-from .names import KUEUE_GROUP, KUEUE_VERSION
+from labeler.errors import TopologyError
+from labeler.kube import call_with_retries
+from labeler.names import KUEUE_GROUP, KUEUE_VERSION
 
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
                  "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}

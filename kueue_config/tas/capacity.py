@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from labeler.errors import TopologyError
 from labeler.nodes import Node, list_items
 
-from .quantities import parse
+from ..quantities import parse
 from .workloads import MODES
 
 PODS = "pods"

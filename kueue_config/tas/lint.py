@@ -15,7 +15,7 @@ from typing import Iterable, Mapping, Sequence
 
 from labeler.labelvalues import key_problems
 
-from .tas_objects import level_names
+from .setup import level_names
 from .workloads import (GROUP_NAME, MODES, PREFERRED, QUEUE_LABEL, REQUIRED, SLICE_CONSTRAINTS, SLICE_REQUIRED,
                         SLICE_SIZE, TAS_ANNOTATIONS, UNCONSTRAINED, Path, PodSet, Workload, lookup, path_str)
 
