@@ -45,20 +45,6 @@ def connect(kubeconfig: str | None = None, context: str | None = None, pool: int
     return client.ApiClient(cfg)
 
 
-def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
-    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
-    core = client.CoreV1Api(api)
-    items: list[Any] = []
-    token = None
-    while True:
-        resp = call_with_retries(lambda: core.list_node(limit=page, _continue=token, _preload_content=False))
-        data = json.loads(resp.data)
-        items.extend(data.get("items") or [])
-        token = (data.get("metadata") or {}).get("continue")
-        if not token:
-            return parse_nodes(items, "cluster")
-
-
 def retry_delay(exc: ApiException, attempt: int) -> float:
     """Retry-After when the server gives it, else capped exponential backoff with jitter."""
     header = (exc.headers or {}).get("Retry-After") if exc.headers else None
@@ -89,6 +75,32 @@ def call_with_retries(fn: Callable[[], Any], retries: int = 5, stats: CallStats 
                 stats.retries += 1
             sleep(retry_delay(exc, attempt))
             attempt += 1
+
+
+def list_pages(fetch: Callable[[str | None], Any],
+               call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> list[Any]:
+    """Every item of a paged list. `fetch(token)` reads one page (decoded JSON); `call` retries each page on
+    its own, so one failed page is asked again instead of restarting the list from the first page."""
+    items: list[Any] = []
+    token = None
+    while True:
+        data = call(lambda: fetch(token))
+        items.extend(data.get("items") or [])
+        token = (data.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def raw_json(resp: Any) -> Any:
+    """The decoded body of a `_preload_content=False` response."""
+    return json.loads(resp.data)
+
+
+def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
+    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
+    core = client.CoreV1Api(api)
+    items = list_pages(lambda token: raw_json(core.list_node(limit=page, _continue=token, _preload_content=False)))
+    return parse_nodes(items, "cluster")
 
 
 def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False) -> None:

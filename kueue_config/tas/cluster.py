@@ -6,14 +6,13 @@ and the typed models cost far more than the few fields `fit` needs.
 
 from __future__ import annotations
 
-import json
-from typing import Any, Callable
+from typing import Any
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import TopologyError
-from labeler.kube import call_with_retries
+from labeler.kube import list_pages, raw_json
 from labeler.names import KUEUE_GROUP, KUEUE_VERSION
 
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
@@ -22,22 +21,11 @@ KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
 
-def _paged(fetch: Callable[[str | None], Any]) -> list[Any]:
-    items: list[Any] = []
-    token = None
-    while True:
-        data = json.loads(call_with_retries(lambda: fetch(token)).data)
-        items.extend(data.get("items") or [])
-        token = (data.get("metadata") or {}).get("continue")
-        if not token:
-            return items
-
-
 def list_pods(api: client.ApiClient, page: int = 1000) -> list[Any]:
     """Every pod in every namespace that has not finished, as raw objects."""
     core = client.CoreV1Api(api)
-    return _paged(lambda token: core.list_pod_for_all_namespaces(
-        limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False))
+    return list_pages(lambda token: raw_json(core.list_pod_for_all_namespaces(
+        limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False)))
 
 
 def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
@@ -46,8 +34,8 @@ def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for plural, kind in KUEUE_PLURALS.items():
         try:
-            items = _paged(lambda token, p=plural: custom.list_cluster_custom_object(
-                KUEUE_GROUP, KUEUE_VERSION, p, limit=500, _continue=token, _preload_content=False))
+            items = list_pages(lambda token, p=plural: raw_json(custom.list_cluster_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, p, limit=500, _continue=token, _preload_content=False)))
         except ApiException as exc:
             if exc.status == 404:
                 raise TopologyError(f"the cluster serves no {KUEUE_GROUP}/{KUEUE_VERSION} {plural}; "

@@ -24,6 +24,7 @@ from labeler.config import Config
 from labeler.errors import PlanRefused, SourceError, TopolabelError
 from labeler.kube import api_error
 from labeler.model import Discovery, Problem, Snapshot
+from labeler.names import KUEUE_API_VERSION
 from labeler.nodes import Node
 from labeler.plan import Plan, check_share
 from labeler.verify import label_drift, stale
@@ -71,9 +72,6 @@ class Controller:
         self.running: asyncio.Future[Discovery] | None = None
         self.join_problems: dict[str, Problem] = {}
         self.unannounced: list[Condition] = []
-        self.kueue_applied: list[dict[str, Any]] | None = None
-        self.kueue_problems: list[Problem] = []
-        self.kueue_count = 0
 
     # --- called from kopf handlers (on the loop, never blocking) ---
 
@@ -312,24 +310,20 @@ class Controller:
             generated = generate(snapshot, list(nodes.values()), settings.cfg)
         except TopolabelError as exc:
             self.metrics.errors.labels(kind="kueue").inc()
-            self.kueue_applied = None
+            self.kueue.forget()
             await self.transition("KueueInSync", False, "GenerateFailed", str(exc))
             return
-        if not verify and generated.objects == self.kueue_applied:
-            return
         try:
-            result = await asyncio.to_thread(self.kueue.run, generated.objects)
+            result = await asyncio.to_thread(self.kueue.sync, generated, verify)
         except ApiException as exc:
             self.metrics.errors.labels(kind="kueue").inc()
-            self.kueue_applied = None
             missing = exc.status == 404
             await self.transition("KueueInSync", False, "KueueMissing" if missing else "ReadFailed",
-                                  "the Kueue CRDs (kueue.x-k8s.io/v1beta2) are not served" if missing
+                                  f"the Kueue CRDs ({KUEUE_API_VERSION}) are not served" if missing
                                   else f"cannot read the Kueue objects: {api_error(exc)}")
             return
-        self.kueue_applied = None if result.errors else generated.objects
-        self.kueue_problems = generated.problems + result.problems
-        self.kueue_count = len(generated.objects)
+        if result is None:
+            return
         if result.writes:
             await asyncio.to_thread(self.reporter.event, "Normal", "KueueUpdated", "; ".join(result.writes))
         failures = result.errors + result.changes.conflicts
@@ -362,12 +356,12 @@ class Controller:
             await self.transition("LabelsInSync", True, "Synced", f"{counts['labelled']} node(s) carry their placement")
         problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(),
                     *(Problem("labels", f"write failed: {error}", node) for node, error in failed),
-                    *self.kueue_problems]
+                    *self.kueue.problems]
         announce, self.unannounced = self.unannounced, []
         for cond in announce:
             await asyncio.to_thread(self.reporter.transition, cond)
         status = status_body(self.conditions, counts, snapshot, problems,
-                             self.settings.source.name if self.settings else None, self.kueue_count)
+                             self.settings.source.name if self.settings else None, self.kueue.count)
         await asyncio.to_thread(self.reporter.publish, status)
 
 

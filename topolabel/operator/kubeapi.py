@@ -12,8 +12,8 @@ from typing import Any, Iterable
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import MERGE_PATCH, call_with_retries, list_nodes, patch_node
-from labeler.nodes import Node
+from labeler.kube import MERGE_PATCH, call_with_retries, list_pages, patch_node
+from labeler.nodes import Node, parse_nodes
 
 from .metrics import Metrics
 
@@ -71,15 +71,10 @@ class Kube:
             raise
 
     def list(self, path: str, label_selector: str | None = None, page: int = 500) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        token = None
-        while True:
-            query = [("limit", str(page))] + ([("labelSelector", label_selector)] if label_selector else [])
-            data = self.request("GET", path, query=query + ([("continue", token)] if token else []))
-            items.extend(data.get("items") or [])
-            token = (data.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        """Every item, page by page; each page is one counted, retried request."""
+        query = [("limit", str(page))] + ([("labelSelector", label_selector)] if label_selector else [])
+        return list_pages(lambda token: self.request("GET", path, query=query + ([("continue", token)] if token else [])),
+                          call=lambda fetch: fetch())  # request() already retries each page
 
     def create(self, path: str, obj: dict[str, Any]) -> Any:
         return self.request("POST", path, body=obj, query=[("fieldManager", FIELD_MANAGER)])
@@ -107,7 +102,7 @@ class Kube:
         return None
 
     def list_nodes(self) -> list[Node]:
-        return self.counted("list", "nodes", lambda: list_nodes(self.api))
+        return parse_nodes(self.list("/api/v1/nodes"), "cluster")
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
         """One label patch; `labeler.apply` retries it, so this counts the attempt and re-raises."""

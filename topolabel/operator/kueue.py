@@ -16,6 +16,7 @@ from typing import Any, Iterable, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
+from kueue_config.objects import KueueObjects
 from labeler.kube import api_error
 from labeler.model import Problem
 from labeler.names import KUEUE_API_VERSION, is_managed
@@ -193,10 +194,36 @@ class KueueResult:
 
 
 class KueueSync:
-    """Reads the Kueue objects, applies the plan; deletes only after every create and update succeeded."""
+    """Reads the Kueue objects, applies the plan; deletes only after every create and update succeeded.
+
+    It remembers what the last clean run left on the server (`applied`), so an unchanged generation costs
+    no call between full passes, and the problems and object count the operator's status shows.
+    """
 
     def __init__(self, kube: Kube) -> None:
         self.kube = kube
+        self.applied: list[Obj] | None = None
+        self.problems: list[Problem] = []
+        self.count = 0
+
+    def forget(self) -> None:
+        """The server's objects are unknown (generation or a read failed): the next sync reads them again."""
+        self.applied = None
+
+    def sync(self, generated: KueueObjects, verify: bool) -> KueueResult | None:
+        """Bring the server to `generated`; None when it is what the last clean run applied and `verify`
+        (a full pass reads the server anyway) is off. ApiException when the objects cannot be read."""
+        if not verify and generated.objects == self.applied:
+            return None
+        try:
+            result = self.run(generated.objects)
+        except ApiException:
+            self.forget()
+            raise
+        self.applied = None if result.errors else generated.objects
+        self.problems = generated.problems + result.problems
+        self.count = len(generated.objects)
+        return result
 
     def existing(self) -> list[Obj]:
         out = []
