@@ -58,17 +58,13 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True) -> list[Node]
     return list_nodes(connect(args.kubeconfig, args.context))
 
 
-def source_needs_nodes(args: argparse.Namespace, cfg: Config) -> bool:
-    """Sources that read the fabric (inventory, InfiniBand, LLDP files) can run without a cluster."""
-    if getattr(args, "snapshot", None):
-        return False
-    name = args.source or (cfg.source.type if cfg.source else None)
-    return get_source(name).needs_nodes if name else True
-
-
-def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node]) -> Snapshot:
-    """The snapshot given with --snapshot, or a fresh discovery from the configured source."""
+def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None = None) -> Snapshot:
+    """The snapshot given with --snapshot, or a fresh discovery from the configured source. Without `nodes`
+    the cluster is read only when the source needs it: fabric sources (inventory, InfiniBand, LLDP files)
+    run without one."""
     if getattr(args, "snapshot", None):
         return read_snapshot(args.snapshot)
     source, options = source_options(cfg, vars(args))
+    if nodes is None:
+        nodes = cluster_nodes(args, required=source.needs_nodes)
     return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}")

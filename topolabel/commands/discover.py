@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..output import emit, snapshot_table
-from .common import cluster_nodes, config_of, snapshot_of, source_needs_nodes
+from .common import config_of, snapshot_of
 
 EXAMPLES = """examples:
   topolabel discover --source labels --preset gke --nodes examples/nodes.yaml -o json
@@ -23,7 +23,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
-    snap = snapshot_of(args, cfg, cluster_nodes(args, required=source_needs_nodes(args, cfg)))
+    snap = snapshot_of(args, cfg)
     if args.output == "table":
         snapshot_table(snap)
     else:

@@ -11,7 +11,7 @@ from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream, write_dir
 
 from ..output import problems_table
-from .common import cluster_nodes, config_of, snapshot_of, source_needs_nodes
+from .common import config_of, snapshot_of
 
 EXAMPLES = """examples:
   topolabel export slurm --snapshot snap.json > topology.conf
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
-    snap = snapshot_of(args, cfg, cluster_nodes(args, required=source_needs_nodes(args, cfg)))
+    snap = snapshot_of(args, cfg)
     exporter: Exporter = args.exporter
     result = exporter.export(snap, cfg, vars(args))
     if result.problems:
