@@ -7,9 +7,11 @@ costs minutes, and topolabel only needs a few fields.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from kubernetes import client, config
@@ -21,25 +23,27 @@ from .nodes import Node, parse_nodes
 
 RETRYABLE = {409, 429, 500, 502, 503, 504}
 MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, pool: int = 64) -> client.ApiClient:
-    """An API client from a kubeconfig (flag, $KUBECONFIG, ~/.kube/config) or the in-cluster account.
+    """An API client found in kubectl's order: `--kubeconfig`, then $KUBECONFIG, then ~/.kube/config; the
+    in-cluster service account only when none of those exists (so a pod with a kubeconfig uses it).
 
     `pool` keep-alive connections: more than the patches in flight, so concurrent writes reuse connections
     instead of opening a TLS session each.
     """
     cfg = client.Configuration()
+    files = kubeconfig or os.environ.get("KUBECONFIG")  # $KUBECONFIG may list several, as for kubectl
+    where = files or DEFAULT_KUBECONFIG
     try:
-        if kubeconfig or context:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        if files or context or Path(DEFAULT_KUBECONFIG).expanduser().exists():
+            config.load_kube_config(config_file=files or DEFAULT_KUBECONFIG, context=context,
+                                    client_configuration=cfg)
         else:
-            try:
-                config.load_incluster_config(client_configuration=cfg)
-            except ConfigException:
-                config.load_kube_config(client_configuration=cfg)
+            where = "the in-cluster service account"
+            config.load_incluster_config(client_configuration=cfg)
     except (ConfigException, OSError) as exc:
-        where = kubeconfig or "the default kubeconfig"
         raise InputError(f"{where}: cannot connect to a cluster: {exc}") from None
     cfg.connection_pool_maxsize = max(pool, cfg.connection_pool_maxsize or 0)
     return client.ApiClient(cfg)

@@ -11,6 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from labeler.errors import TopolabelError
 from labeler.kube import api_error
 
+from . import version
 from .commands import COMMANDS
 from .commands.common import cluster_parent, config_parent, snapshot_parent, source_parent
 
@@ -18,8 +19,10 @@ DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarc
 Kueue Topology-Aware Scheduling objects."""
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="topolabel", description=DESCRIPTION)
+def parser(prog: str = "topolabel") -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    top.add_argument("--version", action="version", version=f"%(prog)s {version.current()}")
+    top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parents = {"config": config_parent(), "cluster": cluster_parent(), "snapshot": snapshot_parent(),
                "source": source_parent()}
@@ -28,8 +31,8 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
+    args = parser(prog).parse_args(argv)
     try:
         return args.run(args)
     except TopolabelError as exc:
@@ -39,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return 2
+
+
+def kubectl_main() -> int:
+    """The `kubectl-topolabel` plugin: `kubectl topolabel plan ...` runs `topolabel plan ...`."""
+    return main(prog="kubectl topolabel")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ from typing import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from .. import version
+
 log = logging.getLogger(__name__)
 
 NODE_STATES = ("labelled", "pending", "unplaced", "failed")
@@ -43,6 +45,9 @@ class Metrics:
                            "discovery before it corrected them (stale labels)", registry=reg)
         self.last_sync = Gauge("topolabel_last_sync_timestamp_seconds", "When the last full resync finished",
                                registry=reg)
+        self.build_info = Gauge("topolabel_build_info", "Always 1; the version of the running operator",
+                                ["version"], registry=reg)
+        self.build_info.labels(version=version.current()).set(1)
         for state in NODE_STATES:
             self.nodes.labels(state=state).set(0)
 
