@@ -293,11 +293,20 @@ def aws(tmp: Path, runs: int, instances: int, others: int, tool: list[str], bina
         inst_file.write_text(json.dumps(by_region))
         for extra in (0, others) if others else (0,):
             if extra:
-                for r, region in enumerate(REGIONS):
-                    count = extra // len(REGIONS) + (r < extra % len(REGIONS))
-                    server.place_tree(server.launch(region, count), f"other-{region}")
+                _launch_others(server, extra)
             rows += _aws_rows(server, runs, len(items), extra, tool, binary, env, nodes_file, inst_file, tmp)
     return rows
+
+
+def _launch_others(server: object, count: int) -> None:
+    """Another cluster's placed instances in the same regions, launched in bench.aws's batch size."""
+    from bench.aws import LAUNCH
+
+    for r, region in enumerate(REGIONS):
+        left = count // len(REGIONS) + (r < count % len(REGIONS))
+        for start in range(0, left, LAUNCH):
+            ids = server.launch(region, min(LAUNCH, left - start))  # type: ignore[attr-defined]
+            server.place_tree(ids, f"other-{region}-{start}")  # type: ignore[attr-defined]
 
 
 def _aws_rows(server: object, runs: int, count: int, extra: int, tool: list[str], binary: Path,
