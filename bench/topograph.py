@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import platform
@@ -126,21 +125,13 @@ def topolabel() -> list[str]:
     script = shutil.which("topolabel", path=sysconfig.get_path("scripts")) or shutil.which("topolabel")
     if script:
         return [script]
-    return [sys.executable, "-m", "topolabel.cli" if _has_module("topolabel.cli") else "labeler.cli"]
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:  # its parent package is absent
-        return False
+    return [sys.executable, "-m", "topolabel.cli"]
 
 
 def topolabel_source(command: Sequence[str]) -> str:
     """Where the measured topolabel's code lives and its commit: the script may import another checkout."""
     python = command[0] if command[0] == sys.executable else _script_python(command[0])
-    probe = ("import importlib.util as u\ntry: s = u.find_spec('topolabel.cli')\nexcept ImportError: s = None\n"
-             "print((s or u.find_spec('labeler.cli')).origin)")
+    probe = "import importlib.util as u; print(u.find_spec('topolabel.cli').origin)"
     origin = subprocess.run([python, "-c", probe], cwd="/", capture_output=True, text=True, check=True).stdout.strip()
     top = Path(origin).parent.parent
     commit = subprocess.run(["git", "-C", str(top), "log", "-1", "--format=%h %cs"], capture_output=True,
