@@ -27,9 +27,10 @@ from hack.synth import gke_cluster
 from labeler.apply import ApplyResult, apply_plan
 from labeler.config import Config
 from labeler.kube import connect, list_nodes, patch_node
-from labeler.pipeline import discover
 from labeler.plan import Plan, make_plan
+from providers.registry import get_source
 from tests.kubecluster import KubeCluster
+from topolabel.pipeline import discover
 
 
 class NewConnections(logging.Handler):
@@ -68,7 +69,7 @@ def cpu_seconds(pids: Iterable[int]) -> float:
 def gke_plan(api: object) -> Plan:
     """The label plan the CLI would make with `--source labels --preset gke`."""
     nodes = list_nodes(api)
-    return make_plan(discover(Config(), "labels", {"preset": "gke"}, nodes), nodes)
+    return make_plan(discover(Config(), get_source("labels"), {"preset": "gke"}, nodes), nodes)
 
 
 def measure(cluster: KubeCluster, work: Callable[[], ApplyResult]) -> dict[str, object]:

@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 from bench.table import print_table
 from hack.synth import H100, gke_cluster
-from kueue_config.capacity import free_capacity, parse_pods
-from kueue_config.fit import build_tree, fit
-from kueue_config.objects import HOSTNAME
-from kueue_config.tas_objects import Flavor
-from kueue_config.workloads import workload_of
+from kueue_config.tas.capacity import free_capacity, parse_pods
+from kueue_config.tas.fit import build_tree, fit
+from kueue_config.tas.setup import Flavor
+from kueue_config.tas.workloads import workload_of
+from labeler.names import HOSTNAME
 from labeler.nodes import parse_nodes
 
 KEYS = ("topolabel.dev/block", "topolabel.dev/subblock", HOSTNAME)

@@ -28,7 +28,7 @@ def phase(args: list[str], stdout_path: Path | None) -> tuple[float, float, floa
     """Run one `topolabel` command in-process; return (wall seconds, CPU seconds, peak RSS in MB).
 
     CPU seconds are the figure to compare across runs when other work shares the machine."""
-    from labeler.cli import main
+    from topolabel.cli import main
 
     start, cpu = time.perf_counter(), time.process_time()
     with open(stdout_path or "/dev/null", "w") as out:

@@ -31,12 +31,13 @@ FABRICS = {
 def child(path: str, runs: int) -> None:
     """Parse + inference of one saved output, `runs` times; prints timings, placements and peak RSS as JSON."""
     from labeler.config import Config
-    from labeler.pipeline import discover
+    from providers.registry import get_source
+    from topolabel.pipeline import discover
 
     times, cpu, snap = [], [], None
     for _ in range(runs):
         start, start_cpu = time.perf_counter(), time.process_time()
-        snap = discover(Config(), "infiniband", {"ibnetdiscover": path}, [])
+        snap = discover(Config(), get_source("infiniband"), {"ibnetdiscover": path}, [])
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     assert snap is not None

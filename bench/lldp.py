@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from bench.table import print_table
-from providers.lldp_facts import ANNOTATION, Neighbor, to_json
+from providers.lldp.facts import ANNOTATION, Neighbor, to_json
 
 RACK, RACKS_PER_BLOCK, SPINES, PORTS = 16, 32, 4, 8
 

@@ -46,7 +46,7 @@ def fresh_cluster(root: Path, items: list[dict]) -> KubeCluster:
 
 
 def child(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "labeler.cli", *args], cwd=ROOT, stdout=open(log, "wb"),
+    return subprocess.Popen([sys.executable, "-m", "topolabel.cli", *args], cwd=ROOT, stdout=open(log, "wb"),
                             stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 

@@ -20,16 +20,20 @@ entries with `topology` first, `cluster_default`, and exactly one of `tree`, `bl
 
 from __future__ import annotations
 
+import argparse
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 import yaml
 
+from labeler.config import Config
+from labeler.errors import TopologyError
 from labeler.labelvalues import short_hash
-from labeler.model import ACCELERATOR_LEVELS, Level, Problem, Snapshot, TopologyError
+from labeler.model import ACCELERATOR_LEVELS, Level, Problem, Snapshot
 
+from .base import Export, Exporter
 from .domains import Domain, domain_forest, natural
 from .hostlist import compress
 
@@ -81,12 +85,6 @@ class SlurmOptions:
     block_sizes: tuple[int, ...] = ()
     root: str | None = "root"
     yaml_default: str = "tree"
-
-
-@dataclass
-class SlurmExport:
-    text: str
-    problems: list[Problem] = field(default_factory=list)
 
 
 @dataclass
@@ -317,7 +315,7 @@ def topology_yaml(switch_list: list[Switch], block_list: list[Block], sizes: lis
     return yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, width=1 << 20)
 
 
-def export_slurm(snapshot: Snapshot, options: SlurmOptions = SlurmOptions()) -> SlurmExport:
+def export_slurm(snapshot: Snapshot, options: SlurmOptions = SlurmOptions()) -> Export:
     """The Slurm topology text in `options.format`, and the problems met (nodes left out, notices)."""
     if options.format not in FORMATS:
         raise TopologyError(f"unknown Slurm format {options.format!r}; choose {', '.join(FORMATS)}")
@@ -330,11 +328,48 @@ def export_slurm(snapshot: Snapshot, options: SlurmOptions = SlurmOptions()) -> 
     depth = block_depth(forest, snapshot.levels, options.block_level)
     switch_list = switches(forest, snapshot.levels, options.root) if options.format != "block" else []
     if options.format == "tree":
-        return SlurmExport(header + tree_conf(switch_list), problems)
+        return Export(header + tree_conf(switch_list), problems=problems)
     block_list = blocks(forest, depth)
     sizes = block_sizes(block_list, options.block_sizes)
     problems += block_notes(block_list, sizes, snapshot.levels)
     header += f"# Blocks are {snapshot.levels[depth].name} domains, in tree order.\n"
     if options.format == "block":
-        return SlurmExport(header + block_conf(block_list, sizes), problems)
-    return SlurmExport(header + topology_yaml(switch_list, block_list, sizes, options.yaml_default), problems)
+        return Export(header + block_conf(block_list, sizes), problems=problems)
+    return Export(header + topology_yaml(switch_list, block_list, sizes, options.yaml_default), problems=problems)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="tree",
+                        help="tree or block: topology.conf for that plugin; yaml: topology.yaml with both")
+    parser.add_argument("--block-level", metavar="LEVEL",
+                        help="the level whose domains are blocks (default: the coarsest with more than one domain)")
+    parser.add_argument("--block-sizes", metavar="N,N,...", type=_sizes,
+                        help="BlockSizes (default: the smallest block's node count, doubled up to the block count)")
+    parser.add_argument("--slurm-name", metavar="REGEX=REPL",
+                        help="rewrite node names into Slurm NodeNames (Python re.sub; default: unchanged)")
+    parser.add_argument("--strip-domain", action="store_true",
+                        help="cut node names at the first '.' (after --slurm-name)")
+    parser.add_argument("--root-switch", metavar="NAME", default="root",
+                        help="the switch joining the coarsest domains in a tree (default: root)")
+    parser.add_argument("--no-root-switch", action="store_true",
+                        help="no joining switch: Slurm then never spans a job across coarsest domains")
+    parser.add_argument("--yaml-default", choices=("tree", "block"), default="tree",
+                        help="which topology in topology.yaml is the cluster default (default: tree)")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+
+
+def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any]) -> Export:
+    options = SlurmOptions(format=flags["format"], names=NameRule.parse(flags["slurm_name"], flags["strip_domain"]),
+                           block_level=flags["block_level"], block_sizes=flags["block_sizes"] or (),
+                           root=None if flags["no_root_switch"] else flags["root_switch"],
+                           yaml_default=flags["yaml_default"])
+    return export_slurm(snapshot, options)
+
+
+EXPORTER = Exporter("slurm", "topology.conf (tree or block) or topology.yaml", False, add_arguments, _export)

@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 import yaml
 
-from .objects import MANAGED_BY
+from labeler.errors import TopologyError
+from labeler.names import is_managed
 
 KUSTOMIZATION = "kustomization.yaml"
 KIND_ORDER = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
@@ -34,7 +35,7 @@ def render(objects: Sequence[dict[str, Any]]) -> dict[str, str]:
     """File name -> content, including a kustomization listing every object file."""
     files = {file_name(obj): dump(obj) for obj in objects}
     if len(files) != len(objects):
-        raise ValueError("two generated objects map to one file name")
+        raise TopologyError("two generated objects map to one file name")
     resources = sorted(files, key=lambda f: (_kind_rank(f), f))
     files[KUSTOMIZATION] = dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                                  "resources": resources})
@@ -66,11 +67,9 @@ def read_dir(directory: Path) -> dict[str, str]:
 
 def _is_ours(text: str) -> bool:
     try:
-        obj = yaml.safe_load(text)
+        return is_managed(yaml.safe_load(text))
     except yaml.YAMLError:
         return False
-    labels = ((obj or {}).get("metadata") or {}).get("labels") or {} if isinstance(obj, dict) else {}
-    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
 
 
 def superseded(old: dict[str, str], new: dict[str, str]) -> list[str]:

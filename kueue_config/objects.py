@@ -7,25 +7,20 @@ ClusterQueue's reference to it, instead of an edit the API server would refuse.
 
 from __future__ import annotations
 
-import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Sequence
 
 from labeler.config import Config, KueueConfig, PoolConfig
-from labeler.labelvalues import short_hash
-from labeler.model import Level, Problem, Snapshot, TopologyError
+from labeler.errors import TopologyError
+from labeler.model import Level, Problem, Snapshot
+from labeler.names import KUEUE_API_VERSION as API_VERSION, MANAGED_BY, hashed_name, topology_keys
 from labeler.nodes import Node
 
 from .quantities import format_quantity, parse
 
-API_VERSION = "kueue.x-k8s.io/v1beta2"
-HOSTNAME = "kubernetes.io/hostname"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "topolabel"}
 MAX_FLAVORS = 16  # per resource group, from the ClusterQueue schema
-HASH6 = 6
 
 
 @dataclass
@@ -41,17 +36,6 @@ class Pool:
 class KueueObjects:
     objects: list[dict[str, Any]]
     problems: list[Problem]
-
-
-def dns_name(text: str, limit: int = 63) -> str:
-    """A lower-case DNS-1123 label from free text (`NVIDIA-H100-80GB-HBM3` -> `nvidia-h100-80gb-hbm3`)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower())
-    name = re.sub(r"-{2,}", "-", name).strip("-")[:limit].strip("-")
-    return name or "pool"
-
-
-def _hash(data: Any) -> str:
-    return short_hash(json.dumps(data, sort_keys=True))[:HASH6]
 
 
 def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
@@ -79,10 +63,8 @@ def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> t
 
 
 def topology(levels: Sequence[Level], cfg: KueueConfig) -> dict[str, Any]:
-    keys = [lv.label for lv in levels if lv.label != HOSTNAME]
-    if cfg.hostname_level or any(lv.label == HOSTNAME for lv in levels):
-        keys.append(HOSTNAME)
-    name = f"{dns_name(cfg.topology_name, 63 - HASH6 - 1)}-{_hash(keys)}"
+    keys = topology_keys([lv.label for lv in levels], cfg.hostname_level)
+    name = hashed_name(cfg.topology_name, keys)
     return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": _meta(name),
             "spec": {"levels": [{"nodeLabel": k} for k in keys]}}
 
@@ -106,7 +88,7 @@ def flavor(pool: Pool, topology_name: str, taint_keys: Sequence[str]) -> dict[st
     if tols:
         spec["tolerations"] = tols
     spec["topologyName"] = topology_name
-    name = f"{dns_name(pool.value, 63 - HASH6 - 1)}-{_hash(spec)}"
+    name = hashed_name(pool.value, spec)
     return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
 
 

@@ -6,7 +6,7 @@ from decimal import Decimal, InvalidOperation
 
 from kubernetes.utils import parse_quantity
 
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
 
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .model import TopologyError
+from .errors import InputError
 from .nodes import read_document
 from .placement import DEFAULT_PREFIX
 
@@ -111,7 +111,7 @@ def parse_config(data: Any, origin: str) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise TopologyError(f"{origin}: {validation_details(exc, '(top)')}") from None
+        raise InputError(f"{origin}: {validation_details(exc, '(top)')}") from None
 
 
 def validation_details(exc: ValidationError, top: str) -> str:

@@ -7,56 +7,46 @@ costs minutes, and topolabel only needs a few fields.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from .model import TopologyError
+from .errors import InputError
 from .nodes import Node, parse_nodes
 
 RETRYABLE = {409, 429, 500, 502, 503, 504}
 MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, pool: int = 64) -> client.ApiClient:
-    """An API client from a kubeconfig (flag, $KUBECONFIG, ~/.kube/config) or the in-cluster account.
+    """An API client found in kubectl's order: `--kubeconfig`, then $KUBECONFIG, then ~/.kube/config; the
+    in-cluster service account only when none of those exists (so a pod with a kubeconfig uses it).
 
     `pool` keep-alive connections: more than the patches in flight, so concurrent writes reuse connections
     instead of opening a TLS session each.
     """
     cfg = client.Configuration()
+    files = kubeconfig or os.environ.get("KUBECONFIG")  # $KUBECONFIG may list several, as for kubectl
+    where = files or DEFAULT_KUBECONFIG
     try:
-        if kubeconfig or context:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        if files or context or Path(DEFAULT_KUBECONFIG).expanduser().exists():
+            config.load_kube_config(config_file=files or DEFAULT_KUBECONFIG, context=context,
+                                    client_configuration=cfg)
         else:
-            try:
-                config.load_incluster_config(client_configuration=cfg)
-            except ConfigException:
-                config.load_kube_config(client_configuration=cfg)
+            where = "the in-cluster service account"
+            config.load_incluster_config(client_configuration=cfg)
     except (ConfigException, OSError) as exc:
-        where = kubeconfig or "the default kubeconfig"
-        raise TopologyError(f"{where}: cannot connect to a cluster: {exc}") from None
+        raise InputError(f"{where}: cannot connect to a cluster: {exc}") from None
     cfg.connection_pool_maxsize = max(pool, cfg.connection_pool_maxsize or 0)
     return client.ApiClient(cfg)
-
-
-def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
-    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
-    core = client.CoreV1Api(api)
-    items: list[Any] = []
-    token = None
-    while True:
-        resp = call_with_retries(lambda: core.list_node(limit=page, _continue=token, _preload_content=False))
-        data = json.loads(resp.data)
-        items.extend(data.get("items") or [])
-        token = (data.get("metadata") or {}).get("continue")
-        if not token:
-            return parse_nodes(items, "cluster")
 
 
 def retry_delay(exc: ApiException, attempt: int) -> float:
@@ -89,6 +79,32 @@ def call_with_retries(fn: Callable[[], Any], retries: int = 5, stats: CallStats 
                 stats.retries += 1
             sleep(retry_delay(exc, attempt))
             attempt += 1
+
+
+def list_pages(fetch: Callable[[str | None], Any],
+               call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> list[Any]:
+    """Every item of a paged list. `fetch(token)` reads one page (decoded JSON); `call` retries each page on
+    its own, so one failed page is asked again instead of restarting the list from the first page."""
+    items: list[Any] = []
+    token = None
+    while True:
+        data = call(lambda: fetch(token))
+        items.extend(data.get("items") or [])
+        token = (data.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def raw_json(resp: Any) -> Any:
+    """The decoded body of a `_preload_content=False` response."""
+    return json.loads(resp.data)
+
+
+def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
+    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
+    core = client.CoreV1Api(api)
+    items = list_pages(lambda token: raw_json(core.list_node(limit=page, _continue=token, _preload_content=False)))
+    return parse_nodes(items, "cluster")
 
 
 def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False) -> None:

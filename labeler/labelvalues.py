@@ -7,6 +7,8 @@ import re
 from collections import defaultdict
 from typing import Mapping
 
+from .errors import TopologyError
+
 MAX_VALUE = 63
 # TAS annotations carry the level key as a value, and annotation-borne keys are limited to 63 characters.
 MAX_TAS_KEY = 63
@@ -82,5 +84,5 @@ def unique_values(names: Mapping[str, str]) -> dict[str, str]:
             for identity in owners:
                 out[identity] = _with_hash(readable(names[identity]), identity)
     if len(set(out.values())) != len(out):
-        raise ValueError("label value collision after hashing; rename one of the domains")
+        raise TopologyError("label value collision after hashing; rename one of the domains")
     return out

@@ -9,15 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .errors import TopologyError
 
 # Level names that hold an accelerator (multi-node NVLink) domain: the labels source's `nvlink` preset
 # (`nvidia.com/gpu.clique`) and AWS's UltraServer `capacity-block`. Exports treat them as the unit a job
 # should stay inside (Slurm's block).
 ACCELERATOR_LEVELS = ("nvlink", "capacity-block")
-
-
-class TopologyError(ValueError):
-    """Input that cannot form a valid topology; the message names the input and the problem."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +96,24 @@ class Snapshot:
         """The node labels that place `node`: label key to value."""
         values = self.nodes[node]
         return {lv.label: values[lv.name] for lv in self.levels}
+
+
+@dataclass
+class Discovery:
+    """A source's raw answer: level names coarsest first, each node's raw path, and problems.
+
+    `local_names` says a domain name is only unique inside its parent (rack "r1" in every row), so the
+    domain's identity is its whole path; otherwise a name is the domain's identity across the cluster.
+    """
+
+    source: str
+    level_names: tuple[str, ...]
+    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    local_names: bool = False
+
+    def problem(self, message: str, node: str | None = None) -> None:
+        self.problems.append(Problem(self.source, message, node))
 
 
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:

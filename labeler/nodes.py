@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from .model import TopologyError
+from .errors import InputError
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Node:
         meta = obj.get("metadata") or {}
         name = meta.get("name")
         if not name:
-            raise TopologyError(f"{origin}: a Node without metadata.name")
+            raise InputError(f"{origin}: a Node without metadata.name")
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         conditions = status.get("conditions") or []
@@ -67,7 +67,7 @@ def list_items(data: Any, kind: str, origin: str) -> Iterable[Any]:
         return data["items"]
     if isinstance(data, list):
         return data
-    raise TopologyError(f"{origin}: expected a {kind}List (kubectl get {kind.lower()}s -o yaml) or a list of {kind}s")
+    raise InputError(f"{origin}: expected a {kind}List (kubectl get {kind.lower()}s -o yaml) or a list of {kind}s")
 
 
 def parse_nodes(data: Any, origin: str) -> list[Node]:
@@ -76,14 +76,14 @@ def parse_nodes(data: Any, origin: str) -> list[Node]:
     nodes = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise TopologyError(f"{origin}: item {i} is not an object")
+            raise InputError(f"{origin}: item {i} is not an object")
         if item.get("kind", "Node") != "Node":
-            raise TopologyError(f"{origin}: item {i} is a {item.get('kind')}, not a Node")
+            raise InputError(f"{origin}: item {i} is a {item.get('kind')}, not a Node")
         nodes.append(Node.from_object(item, origin))
     names = [n.name for n in nodes]
     dupes = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
     if dupes:
-        raise TopologyError(f"{origin}: node(s) listed twice: {', '.join(dupes[:5])}")
+        raise InputError(f"{origin}: node(s) listed twice: {', '.join(dupes[:5])}")
     return nodes
 
 
@@ -92,15 +92,15 @@ def read_document(path: str | Path) -> Any:
     try:
         text = sys.stdin.read() if str(path) == "-" else Path(path).read_text()
     except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     try:
         if text.lstrip().startswith(("{", "[")):
             return json.loads(text)
         return yaml.safe_load(text)
     except json.JSONDecodeError as exc:
-        raise TopologyError(f"{path}: not valid JSON: {exc}") from None
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
     except yaml.YAMLError as exc:
-        raise TopologyError(f"{path}: not valid YAML: {yaml_error(exc)}") from None
+        raise InputError(f"{path}: not valid YAML: {yaml_error(exc)}") from None
 
 
 def yaml_error(exc: yaml.YAMLError) -> str:

@@ -7,31 +7,13 @@ attaches the label keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from .errors import TopologyError
 from .labelvalues import key_problems, unique_values
-from .model import Level, Problem, Snapshot, TopologyError, check_tree
+from .model import Discovery, Level, Problem, Snapshot, check_tree
 
 DEFAULT_PREFIX = "topolabel.dev/"
-
-
-@dataclass
-class Discovery:
-    """A source's raw answer: level names coarsest first, each node's raw path, and problems.
-
-    `local_names` says a domain name is only unique inside its parent (rack "r1" in every row), so the
-    domain's identity is its whole path; otherwise a name is the domain's identity across the cluster.
-    """
-
-    source: str
-    level_names: tuple[str, ...]
-    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    local_names: bool = False
-
-    def problem(self, message: str, node: str | None = None) -> None:
-        self.problems.append(Problem(self.source, message, node))
 
 
 def level_keys(level_names: Sequence[str], prefix: str = DEFAULT_PREFIX,

@@ -11,14 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .model import Problem, Snapshot, TopologyError
+from .errors import PlanRefused
+from .model import Problem, Snapshot
 from .nodes import Node
 
 MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
-
-
-class PlanRefused(TopologyError):
-    """The plan would disturb more nodes than allowed; rerun with force if that is intended."""
 
 
 @dataclass

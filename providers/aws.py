@@ -19,10 +19,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from labeler.errors import InputError, SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery, pad_depths
+from labeler.placement import pad_depths
 
-from .base import Options, SourceContext, SourceError, parse_options
+from .base import Options, Source, SourceContext, parse_options
 
 if TYPE_CHECKING:  # botocore is imported only when the source runs
     from botocore.client import BaseClient
@@ -52,9 +54,6 @@ class AwsOptions(Options):
     endpoint_url: str | None = None
     region: str | None = None
     capacity_block_level: bool = False
-
-
-OPTIONS = AwsOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -119,7 +118,7 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
     parts = provider_id.removeprefix("aws://").split("/")
     if not provider_id.startswith("aws://") or not _INSTANCE_ID.match(parts[-1]):
         shown = repr(provider_id) if provider_id else "no spec.providerID"
-        raise ValueError(f"{shown} is not an EC2 instance (expected aws:///<zone>/i-...)")
+        raise InputError(f"{shown} is not an EC2 instance (expected aws:///<zone>/i-...)")
     zone = next((p for p in reversed(parts[:-1]) if p), "")
     return zone, parts[-1]
 
@@ -142,7 +141,7 @@ def locate(nodes: Sequence[Node], default_region: str | None, discovery: Discove
     for node in nodes:
         try:
             zone, instance = parse_provider_id(node.provider_id)
-        except ValueError as exc:
+        except InputError as exc:
             discovery.problem(f"{exc}; cannot ask EC2 for its topology", node.name)
             continue
         region = node_region(node, zone, default_region)
@@ -361,3 +360,6 @@ def _named_ids(exc: Exception, batch: Sequence[str]) -> set[str]:
     """The ids of `batch` that an InvalidInstanceID error message names."""
     message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", ""))
     return set(re.findall(r"i-[0-9A-Za-z]+", message)) & set(batch)
+
+
+SOURCE = Source(NAME, AwsOptions, add_arguments, discover)

@@ -23,10 +23,11 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, field_validator
 
-from labeler.model import Level, TopologyError, check_tree
-from labeler.placement import Discovery
+from labeler.errors import SourceError, TopologyError
+from labeler.model import Discovery, Level, check_tree
 
-from .base import Options, SourceContext, SourceError, load_source, parse_options, snake
+from .base import Options, Source, SourceContext, parse_options, snake
+from .registry import get_source
 
 NAME = "combined"
 MAX_PERMUTED_LEVELS = 7  # 5,040 orders; beyond that only single-level removals are suggested
@@ -53,9 +54,6 @@ class CombinedOptions(Options):
         return [{**{k: v for k, v in p.items() if k in own},
                  "options": {snake(k): v for k, v in p.items() if k not in own}} if isinstance(p, dict) else p
                 for p in parts]
-
-
-OPTIONS = CombinedOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,8 +85,8 @@ def discover(ctx: SourceContext) -> Discovery:
 def _run_part(part: Part, ctx: SourceContext) -> Discovery:
     if part.type == NAME:
         raise SourceError(f"{ctx.origin}: a combined source cannot contain another combined source")
-    module = load_source(part.type)
-    return module.discover(SourceContext(nodes=ctx.nodes, options=part.options, origin=f"{ctx.origin} ({part.type})"))
+    part_ctx = SourceContext(nodes=ctx.nodes, options=part.options, origin=f"{ctx.origin} ({part.type})")
+    return get_source(part.type).discover(part_ctx)
 
 
 def _columns(answers: list[tuple[Part, Discovery]]) -> list[tuple[str, Part, Discovery, int]]:
@@ -163,3 +161,6 @@ def nesting_orders(found: Discovery) -> str:
     if good:
         return "No order of all levels nests; without one level: " + "; ".join(" > ".join(o) for o in good)
     return "No order nests, even without one level."
+
+
+SOURCE = Source(NAME, CombinedOptions, add_arguments, discover)

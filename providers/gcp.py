@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote_plus
 
+from labeler.errors import InputError, SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery
 
-from .base import Options, SourceContext, SourceError, parse_options
+from .base import Options, Source, SourceContext, parse_options
 
 NAME = "gcp"
 LEVELS = ("cluster", "block", "subblock")
@@ -52,9 +53,6 @@ class GcpOptions(Options):
     api_endpoint: str | None = None
     anonymous: bool = False
     host_level: bool = False
-
-
-OPTIONS = GcpOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,13 +85,13 @@ def parse_provider_id(provider_id: str) -> InstanceRef:
     m = _PROVIDER_ID.match(provider_id)
     if not m:
         what = f"providerID {provider_id!r}" if provider_id else "no spec.providerID"
-        raise ValueError(f"{what}: not a GCE instance (gce://PROJECT/ZONE/NAME)")
+        raise InputError(f"{what}: not a GCE instance (gce://PROJECT/ZONE/NAME)")
     project, zone, name = m.groups()
     if project and not _PROJECT.match(project):
-        raise ValueError(f"providerID {provider_id!r}: {project!r} is not a project ID")
+        raise InputError(f"providerID {provider_id!r}: {project!r} is not a project ID")
     for kind, value in (("zone", zone), ("instance name", name)):
         if not _RFC1035.match(value):
-            raise ValueError(f"providerID {provider_id!r}: {value!r} is not a valid {kind}")
+            raise InputError(f"providerID {provider_id!r}: {value!r} is not a valid {kind}")
     return InstanceRef(project, zone, name)
 
 
@@ -193,12 +191,12 @@ def topology_path(info: InstanceInfo, levels: Sequence[str]) -> tuple[str, ...]:
     """The instance's raw path for `levels`; a ValueError names the fields it lacks."""
     values = [str(info.topology.get(level) or "").strip() for level in levels]
     if not any(values):
-        raise ValueError("has no resourceStatus.physicalHostTopology (its machine type or placement "
+        raise InputError("has no resourceStatus.physicalHostTopology (its machine type or placement "
                          "does not report one)")
     missing = [level for level, value in zip(levels, values) if not value]
     if missing:
         hint = "; run without --host-level to place it by subblock" if missing == [HOST] else ""
-        raise ValueError(f"has physicalHostTopology without {', '.join(missing)}{hint}")
+        raise InputError(f"has physicalHostTopology without {', '.join(missing)}{hint}")
     return tuple(values)
 
 
@@ -218,7 +216,7 @@ def place(refs: Mapping[str, InstanceRef], found: Mapping[InstanceRef, InstanceI
             continue
         try:
             discovery.paths[node] = topology_path(info, levels)
-        except ValueError as exc:
+        except InputError as exc:
             discovery.problem(f"instance {ref} ({info.machine_type}, {info.status}) {exc}", node)
 
 
@@ -228,7 +226,7 @@ def node_refs(nodes: Sequence[Node], discovery: Discovery) -> dict[str, Instance
     for node in nodes:
         try:
             refs[node.name] = parse_provider_id(node.provider_id)
-        except ValueError as exc:
+        except InputError as exc:
             discovery.problem(str(exc), node.name)
     return refs
 
@@ -378,3 +376,6 @@ def _reason(exc: Any) -> str:
     """The API's message without the request line the client prefixes (`GET https://...: `)."""
     message = str(getattr(exc, "message", "") or exc)
     return re.sub(r"^[A-Z]+ \S+: ", "", message)
+
+
+SOURCE = Source(NAME, GcpOptions, add_arguments, discover)

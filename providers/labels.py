@@ -8,11 +8,13 @@ from typing import Sequence
 
 from pydantic import model_validator
 
-from labeler.gpu_fabric import ANNOTATION as CLIQUE_ANNOTATION
+from labeler.errors import SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery, pad_depths
+from labeler.placement import pad_depths
+from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION
 
-from .base import Options, SourceContext, SourceError, parse_options
+from .base import Options, Source, SourceContext, parse_options
 
 NAME = "labels"
 
@@ -56,9 +58,6 @@ class LabelsOptions(Options):
         if self.names is not None and (not self.keys or len(self.names) != len(self.keys)):
             raise ValueError("names must list one level name per key")
         return self
-
-
-OPTIONS = LabelsOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,3 +121,6 @@ def _known_prefix(values: list[str]) -> int:
     while count < len(values) and values[count]:
         count += 1
     return count
+
+
+SOURCE = Source(NAME, LabelsOptions, add_arguments, discover)

@@ -2,7 +2,7 @@
 
 `Wiring` is a cabling plan with its ground truth (each host's rack switches and block, and which hosts are
 unwired, miswired or degraded). `fixed_wiring()` is a small hand-made plan; `random_wiring(seed)` draws
-one. Both know only how things are cabled, nothing of how `providers.lldp_place` infers placement, so
+one. Both know only how things are cabled, nothing of how `providers.lldp.place` infers placement, so
 the tests compare two independent views. `Lab(wiring)` builds it (root, `ip`, `lldpd` needed), waits until
 every cable is heard from both ends, hands out `lldpcli -f json0 show neighbors` output, and tears
 everything down by PID and namespace name in `stop()`, also after a partial start.

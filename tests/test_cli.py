@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.cli import main
-
 from tests.conftest import EXAMPLES
+from topolabel.cli import main
 
 
 def topolabel(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "labeler.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "topolabel.cli", *args], capture_output=True, text=True,
                           input=stdin, timeout=120)
 
 
@@ -87,7 +86,7 @@ def test_errors_are_one_clear_line(tmp_path: Path, files: dict, args: list, frag
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     monkeypatch.chdir(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "labeler.cli", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "topolabel.cli", *args], capture_output=True, text=True,
                             timeout=120, cwd=tmp_path, env={"PYTHONPATH": str(EXAMPLES.parent), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 2
     assert fragment in result.stderr

@@ -14,7 +14,7 @@ import yaml
 
 from hack.image import project_source, project_version
 from hack.synth import gke_cluster
-from providers.lldp_facts import ANNOTATION
+from providers.lldp.facts import ANNOTATION
 from tests.conftest import ROOT
 from tests.imagerun import READ_ONLY, Image, image  # noqa: F401 (fixture)
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)

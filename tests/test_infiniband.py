@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from labeler.config import Config
+from labeler.errors import SourceError
 from labeler.model import Snapshot
 from labeler.nodes import Node
-from labeler.pipeline import discover
-from providers.base import SourceContext, SourceError
+from providers.base import SourceContext
 from providers.infiniband import discover as ib_discover
 from providers.infiniband.hosts import describe, guid_map_from
 from providers.infiniband.names import group_name, switch_label, switch_names, unique_names
 from providers.infiniband.parse import parse_guid, parse_ibnetdiscover, parse_node_name_map, parse_rate
 from providers.infiniband.tiers import leaf_groups
-
+from providers.registry import get_source
 from tests.conftest import SHARED
+from topolabel.pipeline import discover
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
 GB200 = SHARED / "fabrics" / "gb200-self-only.ibnetdiscover"
@@ -134,13 +135,13 @@ def test_annotation_maps_a_default_description_hca(tmp_path: Path) -> None:
     path = tmp_path / "small"
     path.write_text(SMALL)
     nodes = [Node("node-a"), Node("node-b", annotations={"topolabel.dev/ib-node-guids": "mlx5_0=0002:c903:0000:5681"})]
-    snap = discover(Config(), "infiniband", {"ibnetdiscover": str(path)}, nodes)
+    snap = discover(Config(), get_source("infiniband"), {"ibnetdiscover": str(path)}, nodes)
     assert snap.nodes == {"node-a": {"leafgroup": "r1-leaf-01"}, "node-b": {"leafgroup": "r1-leaf-01"}}
     assert not [p for p in snap.problems if "host unknown" in p.message or p.node]
 
 
 def ndr_snapshot() -> Snapshot:
-    return discover(Config(), "infiniband", {"ibnetdiscover": str(NDR)}, [])
+    return discover(Config(), get_source("infiniband"), {"ibnetdiscover": str(NDR)}, [])
 
 
 def ndr_hcas() -> list[tuple[str, str, str, int]]:

@@ -12,10 +12,9 @@ import yaml
 
 from hack.ibfabric import Spec, build
 from hack.synth import H100, node_list, node_object
-from labeler.cli import main
-
 from tests.conftest import SHARED
 from tests.ibsim import PRELOAD, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from topolabel.cli import main
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
 GB200 = SHARED / "fabrics" / "gb200-self-only.ibnetdiscover"

@@ -15,13 +15,13 @@ import pytest
 import yaml
 
 from hack.ibfabric import Fabric, Spec, build, random_spec
-from labeler.cli import main
 from labeler.config import Config
 from labeler.model import Snapshot
 from labeler.nodes import Node
-from labeler.pipeline import discover
-
+from providers.registry import get_source
 from tests.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from topolabel.cli import main
+from topolabel.pipeline import discover
 
 pytestmark = [needs_ibsim, pytest.mark.slow]
 
@@ -29,7 +29,7 @@ pytestmark = [needs_ibsim, pytest.mark.slow]
 def snapshot(text: str, tmp_path: Path, nodes: Sequence[Node] = (), **options: str) -> Snapshot:
     path = tmp_path / "fabric.ibnetdiscover"
     path.write_text(text)
-    return discover(Config(), "infiniband", {"ibnetdiscover": str(path), **options}, nodes, origin="test")
+    return discover(Config(), get_source("infiniband"), {"ibnetdiscover": str(path), **options}, nodes, origin="test")
 
 
 def partition(snap: Snapshot, level: str) -> set[frozenset[str]]:

@@ -10,10 +10,12 @@ import yaml
 
 from hack.synth import B200, H100, gke_cluster
 from kueue_config.files import diff, read_dir, render, superseded, write_dir
-from kueue_config.objects import HOSTNAME, generate
+from kueue_config.objects import generate
 from kueue_config.quantities import format_quantity, parse
 from labeler.config import parse_config
-from labeler.model import Level, Snapshot, TopologyError
+from labeler.errors import TopologyError
+from labeler.model import Level, Snapshot
+from labeler.names import HOSTNAME
 from labeler.nodes import parse_nodes
 from labeler.placement import level_keys, to_snapshot
 from providers.base import SourceContext

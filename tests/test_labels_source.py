@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from labeler.errors import SourceError
 from labeler.nodes import Node
 from labeler.placement import level_keys, to_snapshot
-from providers.base import SourceContext, SourceError
+from providers.base import SourceContext
 from providers.labels import discover
 
 

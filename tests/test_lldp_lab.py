@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.cli import main
 from tests.lldplab import Lab, build_lab, fixed_wiring, lab_available, mismatches, random_wiring  # noqa: F401 (fixture)
+from topolabel.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(lab_available() is not None, reason=str(lab_available()))]
 

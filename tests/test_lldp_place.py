@@ -6,10 +6,10 @@ import re
 
 import pytest
 
+from labeler.errors import SourceError
 from labeler.placement import level_keys, to_snapshot
-from providers.base import SourceError
-from providers.lldp_facts import Neighbor
-from providers.lldp_place import DEFAULT_MGMT, Fabric, aliases, fabric_from_map, fabric_from_switches, place
+from providers.lldp.facts import Neighbor
+from providers.lldp.place import DEFAULT_MGMT, Fabric, aliases, fabric_from_map, fabric_from_switches, place
 
 MGMT = re.compile(DEFAULT_MGMT)
 

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from labeler.operator.settings import RunOptions
 from tests.conftest import ROOT
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+from topolabel.operator.settings import RunOptions
 
 MANIFESTS = ROOT / "manifests"
 OPERATOR = "topolabel-operator"

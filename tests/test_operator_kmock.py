@@ -17,10 +17,11 @@ import pytest
 import yaml
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
-from labeler.operator.settings import RunOptions
 from labeler.plan import MANAGED_ANNOTATION
 from tests.kmockcluster import MockCluster
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+from topolabel import version
+from topolabel.operator.settings import RunOptions
 
 KEYS = ("topolabel.dev/block", "topolabel.dev/subblock", "topolabel.dev/host")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
@@ -99,6 +100,7 @@ def test_labels_nodes_and_applies_kueue_without_a_custom_resource(tmp_path: Path
             assert 'topolabel_nodes{state="labelled"} 24.0' in text
             assert 'topolabel_node_writes_total 24.0' in text
             assert "topolabel_discovery_duration_seconds_count" in text
+            assert f'topolabel_build_info{{version="{version.current()}"}} 1.0' in text
 
 
 def test_joining_nodes_are_labelled_within_seconds_and_leaving_ones_leave_the_quota(tmp_path: Path) -> None:

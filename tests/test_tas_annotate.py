@@ -9,11 +9,11 @@ import jsonschema
 import pytest
 import yaml
 
-from kueue_config import jobfile
-from kueue_config.workloads import workloads_in
-from labeler.cli import main
+from kueue_config.tas import jobfile
+from kueue_config.tas.workloads import workloads_in
 from tests.tas_cluster import BLOCK, HOST, RACK, kueue_objects
 from tests.tas_jobs import KINDS, SCHEMAS
+from topolabel.cli import main
 
 REQ = "kueue.x-k8s.io/podset-required-topology"
 PREF = "kueue.x-k8s.io/podset-preferred-topology"

@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 import yaml
 
-from kueue_config.capacity import free_capacity, parse_pods
-from kueue_config.fit import fit
-from kueue_config.tas_objects import Flavor
-from kueue_config.workloads import workload_of
-from labeler.cli import main
+from kueue_config.tas.capacity import free_capacity, parse_pods
+from kueue_config.tas.fit import fit
+from kueue_config.tas.setup import Flavor
+from kueue_config.tas.workloads import workload_of
 from labeler.nodes import parse_nodes
 from tests.fake_kube_readonly import FakeKube
-from tests.tas_cluster import (BLOCK, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects,
-                               node, node_list, pod, pod_template)
+from tests.tas_cluster import (BLOCK, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects, node, node_list,
+                               pod, pod_template)
+from topolabel.cli import main
 
 REQ = "kueue.x-k8s.io/podset-required-topology"
 PREF = "kueue.x-k8s.io/podset-preferred-topology"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kueue_config.lint import Finding, lint
-from kueue_config.workloads import workload_of
-from labeler.cli import main
+from kueue_config.tas.lint import Finding, lint
+from kueue_config.tas.workloads import workload_of
 from tests.tas_cluster import BLOCK, HOST, RACK, batch_job, kueue_objects, pod_template
+from topolabel.cli import main
 
 KEYS = [BLOCK, RACK, HOST]
 REQ = "kueue.x-k8s.io/podset-required-topology"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.cli import main
 from tests.tas_cluster import BLOCK, GPU_TOLERATION, HOST, RACK, kueue_objects, node, node_list, pod
+from topolabel.cli import main
 
 KEYS = [BLOCK, RACK, HOST]
 
@@ -87,8 +87,8 @@ def test_svg_is_well_formed_and_renders(files: dict[str, Path], tmp_path: Path, 
 
 
 def test_names_are_escaped_in_svg(tmp_path: Path) -> None:
-    from kueue_config.render_tree import DomainView
-    from kueue_config.svg import render_svg
+    from kueue_config.tas.render_tree import DomainView
+    from kueue_config.tas.svg import render_svg
     view = DomainView(BLOCK, "a<b&c", 1, 1, 2)
     text = render_svg([view], 'T "x" <y>', "nvidia.com/gpu")
     root = ET.fromstring(text)

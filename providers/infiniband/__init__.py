@@ -15,14 +15,13 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
+from labeler.errors import InputError, SourceError
+from labeler.model import Discovery
 from labeler.nodes import read_document
-from labeler.model import TopologyError
-from labeler.placement import Discovery
 
-from ..base import Options, SourceContext, SourceError, parse_options
+from ..base import Options, Source, SourceContext, parse_options
 
 NAME = "infiniband"
-NEEDS_NODES = False
 # Node annotation an agent fills from /sys/class/infiniband/*/node_guid: `mlx5_0=0x...,mlx5_1=0x...`.
 ANNOTATION = "topolabel.dev/ib-node-guids"
 
@@ -54,9 +53,6 @@ class InfinibandOptions(Options):
         return self
 
 
-OPTIONS = InfinibandOptions
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("infiniband source")
     group.add_argument("--ibnetdiscover", metavar="FILE", help="saved `ibnetdiscover` output (plain, -g or --full); - for stdin")
@@ -86,7 +82,7 @@ def discover(ctx: SourceContext) -> Discovery:
     if opts.guid_map:
         try:
             guids = guid_map_from(read_document(opts.guid_map), opts.guid_map)
-        except (ValueError, TopologyError) as exc:
+        except InputError as exc:
             raise SourceError(str(exc)) from None
     add_annotations(guids, ctx.nodes, opts.guid_annotation)
     graph = parse_ibnetdiscover(text, origin, names)
@@ -101,3 +97,7 @@ def _read_text(path: str) -> str:
         raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise SourceError(f"{path}: not a text file") from None
+
+
+# A fabric is read whole: no cluster nodes needed, and no cheaper answer for a few joining nodes.
+SOURCE = Source(NAME, InfinibandOptions, add_arguments, discover, needs_nodes=False, per_node=False)

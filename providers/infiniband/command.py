@@ -5,7 +5,7 @@ Without a reachable subnet (or simulator) the tool can hang, so the timeout is n
 
 from __future__ import annotations
 
-from providers.hosttools import run_tool
+from labeler.hosttools import run_tool
 
 
 def run_ibnetdiscover(ca: str | None, timeout: float, binary: str = "ibnetdiscover") -> str:

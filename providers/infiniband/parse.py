@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import networkx as nx
 
-from providers.base import SourceError
+from labeler.errors import InputError, SourceError
 
 KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 ID_KINDS = {"S": "switch", "H": "ca", "R": "router"}
@@ -40,7 +40,7 @@ def parse_guid(text: str) -> int:
     """A GUID as an int from `0x0002c903...`, `0002c903...` or `/sys`'s `0002:c903:00a1:b2c3`."""
     digits = text.strip().lower().removeprefix("0x").replace(":", "")
     if not digits or len(digits) > 16 or not re.fullmatch(r"[0-9a-f]+", digits):
-        raise ValueError(f"{text!r} is not a GUID")
+        raise InputError(f"{text!r} is not a GUID")
     return int(digits, 16)
 
 
@@ -158,7 +158,7 @@ def parse_node_name_map(text: str, origin: str) -> dict[int, str]:
             raise SourceError(f"{origin}:{lineno}: expected '0x<GUID> \"name\"', got {line[:80]!r}")
         try:
             guid = parse_guid(match["guid"])
-        except ValueError as exc:
+        except InputError as exc:
             raise SourceError(f"{origin}:{lineno}: {exc}") from None
         names[guid] = (match["quoted"] if match["quoted"] is not None else match["bare"]).strip()
     return names

@@ -14,9 +14,9 @@ from typing import Sequence
 
 import networkx as nx
 
+from labeler.errors import SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery
-from providers.base import SourceError
 
 from . import ANNOTATION
 from .health import missing_uplinks, slow_links

@@ -1,0 +1,45 @@
+"""Job files read and written with ruamel.yaml round-trip mode, so comments and key order survive edits."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from labeler.errors import TopologyError
+
+
+def _yaml() -> YAML:
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # never re-wrap a user's long lines
+    yaml.indent(mapping=2, sequence=2, offset=0)
+    return yaml
+
+
+def read_text(path: str) -> str:
+    try:
+        return sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def load(text: str, origin: str) -> list[Any]:
+    """All documents of a YAML (or JSON) stream, as editable round-trip data; empty documents dropped."""
+    try:
+        return [doc for doc in _yaml().load_all(text) if doc is not None]
+    except YAMLError as exc:
+        raise TopologyError(f"{origin}: not valid YAML: {exc}".replace("\n", " ")) from None
+
+
+def dump(documents: list[Any], explicit_start: bool = False) -> str:
+    """The documents back as YAML; multi-document files keep their `---` separators."""
+    yaml = _yaml()
+    yaml.explicit_start = explicit_start or len(documents) > 1
+    out = io.StringIO()
+    yaml.dump_all(documents, out)
+    return out.getvalue()

@@ -1,0 +1,27 @@
+"""The one list of sources. Each is imported only when a command names it (or lists every flag)."""
+
+from __future__ import annotations
+
+import importlib
+
+from labeler.errors import SourceError
+
+from .base import Source
+
+# name -> module defining SOURCE
+SOURCES: dict[str, str] = {
+    "labels": "providers.labels",
+    "inventory": "providers.inventory",
+    "aws": "providers.aws",
+    "gcp": "providers.gcp",
+    "combined": "providers.combined",
+    "lldp": "providers.lldp",
+    "infiniband": "providers.infiniband",
+}
+
+
+def get_source(name: str) -> Source:
+    """The source called `name`; an unknown name is an error listing the known ones."""
+    if name not in SOURCES:
+        raise SourceError(f"unknown source {name!r}; known: {', '.join(sorted(SOURCES))}")
+    return importlib.import_module(SOURCES[name]).SOURCE

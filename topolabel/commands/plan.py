@@ -1,0 +1,47 @@
+"""`topolabel plan`: what `apply` would change, without writing."""
+
+from __future__ import annotations
+
+import argparse
+
+from labeler.plan import Plan, check_share, make_plan
+
+from ..output import emit, plan_table
+from .common import cluster_nodes, config_of, snapshot_of
+
+EXAMPLES = """examples:
+  topolabel plan --snapshot snap.json --nodes examples/nodes.yaml
+  topolabel plan --source labels --preset gke --kubeconfig ~/.kube/config -o json
+"""
+
+
+def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("plan", help="show which labels would be set and removed",
+                            parents=plan_parents(parents), epilog=EXAMPLES,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.set_defaults(run=run)
+
+
+def plan_parents(parents: dict[str, argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
+    force = argparse.ArgumentParser(add_help=False)
+    force.add_argument("--force", action="store_true",
+                       help="accept a plan that rewrites labels on more nodes than plan.maxChangeFraction")
+    return [parents["config"], parents["cluster"], parents["snapshot"], parents["source"], force]
+
+
+def build(args: argparse.Namespace) -> Plan:
+    """Discover (or read the snapshot), plan against the nodes, refuse too large a disturbance."""
+    cfg = config_of(args)
+    nodes = cluster_nodes(args)
+    plan = make_plan(snapshot_of(args, cfg, nodes), nodes)
+    check_share(plan, cfg.plan.max_change_fraction, args.force)
+    return plan
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = build(args)
+    if args.output == "table":
+        plan_table(plan)
+    else:
+        emit(plan.to_dict(), args.output)
+    return 0
