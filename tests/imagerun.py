@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from hack import image as builder
-from tests.conftest import missing_tool
+from tests.conftest import skip_or_fail
 
 TOOLS = ("buildah", "podman", "runc", "debootstrap")
 # What a pod with readOnlyRootFilesystem and an emptyDir at /tmp gets (manifests/deployment.yaml).
@@ -81,7 +81,7 @@ def image() -> Image:
     """This tree's image, built if needed (minutes) and shared by every test."""
     missing = [tool for tool in TOOLS if not shutil.which(tool)]
     if missing or os.geteuid() != 0:
-        missing_tool(f"the image tests need root and {', '.join(missing) or 'nothing else'} "
+        skip_or_fail(f"the image tests need root and {', '.join(missing) or 'nothing else'} "
                      "(apt-get install buildah podman runc debootstrap)")
     try:
         ref = builder.build()

@@ -18,7 +18,7 @@ import yaml
 
 from hack import chart_schema
 from hack.image import CACHE, project_version
-from tests.conftest import ROOT, missing_tool
+from tests.conftest import ROOT, skip_or_fail
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
 
 CHART = ROOT / "charts" / "topolabel"
@@ -62,7 +62,7 @@ def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     found = os.environ.get("TOPOLABEL_HELM") or (str(CACHE / "bin" / "helm") if (CACHE / "bin" / "helm").exists()
                                                  else shutil.which("helm"))
     if not found:
-        missing_tool("no helm: run hack/build-helm (about 5 minutes once; cached in ~/.cache/topolabel)")
+        skip_or_fail("no helm: run hack/build-tool helm (about 5 minutes once; cached in ~/.cache/topolabel)")
     home = tmp_path_factory.mktemp("helm")
     env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CONFIG", "CACHE", "DATA")}}
 

@@ -17,7 +17,7 @@ import yaml
 
 from hack import krew
 from hack.image import CACHE, project_version
-from tests.conftest import EXAMPLES, ROOT, missing_tool
+from tests.conftest import EXAMPLES, ROOT, skip_or_fail
 
 # What a checkout holds beside the sources; left out of the copy the build runs in, so it writes its
 # egg-info and build/ there rather than in the working tree.
@@ -41,7 +41,7 @@ def tool(name: str) -> str:
     if found.exists():
         return str(found)
     if not shutil.which(name):
-        missing_tool(f"no {name}: run hack/build-tool {name}")
+        skip_or_fail(f"no {name}: run hack/build-tool {name}")
     return str(shutil.which(name))
 
 
