@@ -221,31 +221,36 @@ def glob_regex(glob: str) -> re.Pattern[str]:
     return re.compile("".join(out) + "(?:/.*)?")
 
 
-def ignore_patterns(root: Path) -> list[tuple[bool, re.Pattern[str]]]:
-    """.dockerignore as (is an exception `!...`, regex) pairs, in order."""
+def ignore_patterns(root: Path) -> list[tuple[bool, str, re.Pattern[str]]]:
+    """.dockerignore as (is an exception `!...`, the pattern, its regex), in order."""
     path = root / ".dockerignore"
     lines = [line.strip() for line in (path.read_text().splitlines() if path.exists() else [])]
-    return [(line.startswith("!"), glob_regex(line.lstrip("!").strip("/")))
+    return [(line.startswith("!"), line.lstrip("!").strip("/"), glob_regex(line.lstrip("!").strip("/")))
             for line in lines if line and not line.startswith("#")]
 
 
-def ignored(rel: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
+def ignored(rel: str, patterns: list[tuple[bool, str, re.Pattern[str]]]) -> bool:
     """Whether Docker's rule (the last matching pattern decides) leaves `rel` out of the context."""
     result = False
-    for exception, regex in patterns:
+    for exception, _, regex in patterns:
         if regex.fullmatch(rel):
             result = not exception
     return result
 
 
 def context_files(root: Path = ROOT) -> list[Path]:
-    """The files of the build context that .dockerignore lets through, relative to `root`. A directory
-    left out is not walked (exceptions here only name top-level files)."""
+    """The files of the build context that .dockerignore lets through, relative to `root`. A directory left
+    out is not walked unless an exception names something inside it (`!.ci/constraints.txt`)."""
     patterns = ignore_patterns(root)
+    inside = [glob for exception, glob, _ in patterns if exception and "/" in glob]
+
+    def walked(rel: str) -> bool:
+        return not ignored(rel, patterns) or any(glob.startswith(rel + "/") for glob in inside)
+
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         here = Path(dirpath).relative_to(root)
-        dirnames[:] = sorted(d for d in dirnames if not ignored((here / d).as_posix(), patterns))
+        dirnames[:] = sorted(d for d in dirnames if walked((here / d).as_posix()))
         found += [here / f for f in sorted(filenames) if not ignored((here / f).as_posix(), patterns)]
     return found
 
@@ -287,8 +292,9 @@ def pip_secrets(directory: Path) -> list[str]:
     return [f"id=pip.conf,src={conf}", *secrets]
 
 
-def build(root: Path = ROOT) -> str:
-    """The image for this tree, built unless one with the same key exists; returns `IMAGE:VERSION`."""
+def build(root: Path = ROOT, allow_build: bool = True) -> str:
+    """The image for this tree, built unless one with the same key exists; returns `IMAGE:VERSION`.
+    With `allow_build` false a missing image is an error instead (tests in CI, after the set-up step)."""
     version = project_version(root)
     ref = f"{IMAGE}:{version}"
     with locked():
@@ -298,6 +304,9 @@ def build(root: Path = ROOT) -> str:
         if image_exists(keyed):
             buildah("tag", keyed, ref)
             return ref
+        if not allow_build:
+            raise ImageError(f"no image {keyed} for {root}: run python3 hack/image.py build "
+                             "(.ci/setup.d/40-image.sh does); did something change the build context since?")
         started = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".build-", dir=WORK) as scratch:
             command = ["bud", "--isolation", "chroot", "--pull=never", "--layers=false", "-f",

@@ -9,13 +9,14 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
-from hack import krew
+from hack import image, krew
 from hack.image import CACHE, project_version
 from tests.conftest import EXAMPLES, ROOT, skip_or_fail
 
@@ -33,6 +34,18 @@ def test_krew_manifest_matches_the_archive_and_the_project() -> None:
     assert {k: platform[k] for k in ("uri", "sha256")} | {"version": manifest["spec"]["version"]} == krew.expected(), \
         "run python3 hack/krew.py manifest"
     assert platform["bin"] in krew.FILES
+
+
+def test_image_build_context_is_what_pip_installs() -> None:
+    """.dockerignore lets in every package pyproject.toml installs, and nothing tests or tools write."""
+    packages = [p.rstrip("*") for p in tomllib.loads((ROOT / "pyproject.toml").read_text())
+                ["tool"]["setuptools"]["packages"]["find"]["include"]]
+    context = {f.as_posix() for f in image.context_files()}
+    assert {f.split("/")[0] for f in context} == {*packages, "pyproject.toml", "README.md", ".ci"}
+    for package in packages:
+        assert {f for f in context if f.startswith(f"{package}/") and f.endswith(".py")} == \
+            {p.relative_to(ROOT).as_posix() for p in (ROOT / package).rglob("*.py")}, package
+    assert ".ci/constraints.txt" in context and not [f for f in context if "__pycache__" in f]
 
 
 def tool(name: str) -> str:
@@ -67,7 +80,7 @@ def test_wheel_installs_into_a_clean_venv_and_runs(tmp_path: Path) -> None:
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--constraint",
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--no-compile", "--constraint",
                                 str(ROOT / ".ci" / "constraints.txt"), str(wheel)],
                                capture_output=True, text=True, timeout=900)
     assert installed.returncode == 0, installed.stderr[-3000:]
