@@ -27,7 +27,7 @@ VARIANTS = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 NAMESPACE = "topolabel-system"   # the kustomize manifests' namespace: the release namespace to compare with
 HELM_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
                "helm.sh/chart"}
-VAP = "validatingadmissionpolicies"
+VAP = "validatingadmissionpolicies.admissionregistration.k8s.io"
 # The Prometheus Operator's ServiceMonitor, schemaless: enough for the API server to accept one.
 SERVICE_MONITOR_CRD = {
     "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -110,10 +110,22 @@ def test_the_packaged_chart_renders_the_same(helm: Any, tmp_path: Path) -> None:
     assert packaged == template(helm, *args)
 
 
+def spaced(value: Any) -> Any:
+    """`value` with every run of whitespace in its strings made one space. kustomize v5 (kubectl 1.36's)
+    re-folds a `>-` scalar whose lines are indented more than its first, adding blank lines to the CEL of
+    the admission policy; Helm and kustomize v2 (kubectl 1.20's) keep the file's text. CEL ignores them."""
+    if isinstance(value, dict):
+        return {k: spaced(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [spaced(v) for v in value]
+    return " ".join(value.split()) if isinstance(value, str) else value
+
+
 def comparable(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Objects by (kind, namespace, name) without Helm's bookkeeping labels and annotations."""
+    """Objects by (kind, namespace, name) without Helm's bookkeeping labels and annotations, whitespace
+    in strings evened out (`spaced`)."""
     out = {}
-    for doc in docs:
+    for doc in map(spaced, docs):
         meta = doc["metadata"]
         for key, drop in (("labels", lambda k: k in HELM_LABELS), ("annotations", lambda k: k.startswith("helm.sh/"))):
             kept = {k: v for k, v in (meta.get(key) or {}).items() if not drop(k)}
@@ -158,6 +170,7 @@ def container_images(docs: list[dict[str, Any]]) -> list[str]:
 
 
 def serves(cluster: KubeCluster, resource: str) -> bool:  # noqa: F811
+    """Whether the server serves `resource` (plural.group, as `kubectl api-resources -o name` names it)."""
     return resource in cluster.kubectl("api-resources", "-o", "name").stdout.split()
 
 
