@@ -22,11 +22,13 @@ from labeler.nodes import Node
 
 @dataclass
 class SourceContext:
-    """What a source gets: the cluster's nodes (may be empty offline) and its merged options."""
+    """What a source gets: the cluster's nodes (may be empty offline), its merged options, and `cluster`, which
+    returns an API client for sources that read other objects than Nodes (None: no cluster to ask)."""
 
     nodes: Sequence[Node] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = "source"
+    cluster: Callable[[], Any] | None = None
 
 
 class Options(BaseModel):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from labeler.config import Config
 from labeler.errors import SourceError
@@ -29,13 +29,15 @@ def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[
 
 
 def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
-             origin: str = "source") -> Snapshot:
-    return place(cfg, run_source(source, options, nodes, origin))
+             origin: str = "source", cluster: Callable[[], Any] | None = None) -> Snapshot:
+    return place(cfg, run_source(source, options, nodes, origin, cluster))
 
 
-def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source") -> Discovery:
-    """The source's raw answer; the operator keeps it to merge per-node answers into the last good one."""
-    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin))
+def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source",
+               cluster: Callable[[], Any] | None = None) -> Discovery:
+    """The source's raw answer; the operator keeps it to merge per-node answers into the last good one.
+    `cluster` gives an API client to sources that read more than Nodes (the published InfiniBand fabric)."""
+    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin, cluster=cluster))
 
 
 def place(cfg: Config, found: Discovery) -> Snapshot:

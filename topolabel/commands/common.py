@@ -67,4 +67,5 @@ def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None 
     source, options = source_options(cfg, vars(args))
     if nodes is None:
         nodes = cluster_nodes(args, required=source.needs_nodes)
-    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}")
+    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}",
+                    cluster=lambda: connect(getattr(args, "kubeconfig", None), getattr(args, "context", None)))

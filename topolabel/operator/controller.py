@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from kueue_config.objects import generate
 from labeler.apply import apply_plan
 from labeler.config import Config
-from labeler.errors import PlanRefused, SourceError, TopolabelError
+from labeler.errors import PlanRefused, SourceError, StaleInput, TopolabelError
 from labeler.kube import api_error
 from labeler.model import Discovery, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION
@@ -221,7 +221,7 @@ class Controller:
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.running = loop.run_in_executor(None, run_source, settings.source, settings.options, nodes,
-                                            settings.origin)
+                                            settings.origin, lambda: self.kube.api)
         try:
             return await asyncio.wait_for(asyncio.shield(self.running), self.opts.source_timeout)
         except asyncio.TimeoutError:
@@ -266,7 +266,8 @@ class Controller:
 
     async def source_failed(self, exc: Exception) -> None:
         self.metrics.errors.labels(kind="source").inc()
-        reason = "SourceTimeout" if isinstance(exc, SourceTimeout) else "SourceFailed"
+        reason = ("SourceTimeout" if isinstance(exc, SourceTimeout) else "InputStale" if isinstance(exc, StaleInput)
+                  else "SourceFailed")
         message = str(exc) if isinstance(exc, TopolabelError) else f"{type(exc).__name__}: {exc}"
         keep = "labelling from the last good topology" if self.topology.snapshot else "no topology yet"
         await self.transition("SourceAvailable", False, reason, f"{message}; nothing removed, {keep}")

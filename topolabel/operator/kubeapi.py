@@ -6,13 +6,12 @@ Events and Nodes, so one path-based call keeps that uniform. Nodes go through `l
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import MERGE_PATCH, call_with_retries, list_pages, patch_node
+from labeler.kube import MERGE_PATCH, call_with_retries, list_pages, patch_node, request_json
 from labeler.nodes import Node, parse_nodes
 
 from .metrics import Metrics
@@ -47,20 +46,9 @@ class Kube:
     def request(self, method: str, path: str, *, body: Any = None, query: Iterable[tuple[str, str]] = (),
                 content_type: str = "application/json") -> Any:
         """One call; the decoded JSON answer, or ApiException for a non-2xx status."""
-        resource = _resource_of(path)
-
-        def call() -> Any:
-            req = self.api.param_serialize(method, path, query_params=list(query),
-                                           header_params={"Content-Type": content_type, "Accept": "application/json"},
-                                           body=body, auth_settings=["BearerToken"])
-            resp = self.api.call_api(*req)
-            resp.read()
-            text = resp.data.decode() if resp.data else ""
-            if not 200 <= resp.status <= 299:
-                raise ApiException.from_response(http_resp=resp, body=text, data=None)
-            return json.loads(text) if text else None
-
-        return self.counted(method.lower(), resource, call)
+        return self.counted(method.lower(), _resource_of(path),
+                            lambda: request_json(self.api, method, path, body=body, query=query,
+                                                 content_type=content_type))
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:
