@@ -70,7 +70,9 @@ def read_manifest(api: client.ApiClient, namespace: str, name: str) -> Manifest 
 
 
 def list_manifests(api: client.ApiClient, namespace: str, label_selector: str) -> list[Manifest]:
-    found = request_json(api, "GET", _path(namespace), query=[("labelSelector", label_selector)], timeout=TIMEOUT)
+    """Manifests with these labels (shards carry their manifest's labels too, and are left out)."""
+    selector = f"{label_selector},!{SHARD_OF}"
+    found = request_json(api, "GET", _path(namespace), query=[("labelSelector", selector)], timeout=TIMEOUT)
     return [Manifest.from_object(obj) for obj in found.get("items") or []]
 
 

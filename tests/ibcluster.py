@@ -19,14 +19,20 @@ import yaml
 
 from labeler.kube import request_json
 from tests.conftest import ROOT
+from tests.ibsim import PRELOAD
 from tests.kubecluster import KubeCluster
 
 AGENT = ROOT / "manifests" / "agent"
+COLLECTOR = ROOT / "manifests" / "ib-collector"
 NAMESPACE = "topolabel-agent"
 
 
-def manifest_docs(*files: str) -> list[dict[str, Any]]:
-    return [doc for name in files for doc in yaml.safe_load_all((AGENT / name).read_text()) if doc]
+def manifest_docs(*paths: Path) -> list[dict[str, Any]]:
+    return [doc for path in paths for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def apply_docs(cluster: KubeCluster, docs: list[dict[str, Any]]) -> None:
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
 
 
 def sa_kubeconfig(cluster: KubeCluster, namespace: str, name: str, path: Path) -> Path:
@@ -41,12 +47,13 @@ def sa_kubeconfig(cluster: KubeCluster, namespace: str, name: str, path: Path) -
     return path
 
 
-def ibnetdiscover_wrapper(path: Path, sims: dict[str, Any], preload: str) -> Path:
+def ibnetdiscover_wrapper(path: Path, hcas: dict[str, tuple[Any, str]]) -> Path:
     """A stand-in for one node's `ibnetdiscover`: the HCA given with -C decides which simulator (fabric) the
-    real ibnetdiscover talks to through umad2sim; -C and -P are dropped (umad2sim has one simulated HCA).
-    `sims` maps a device-name glob to a `tests.ibsim.Simulator`."""
-    cases = "".join(f'  {glob}) export IBSIM_SOCKNAME={sim.sockname} SIM_HOST="{sim.sim_host}";;\n'
-                    for glob, sim in sims.items())
+    real ibnetdiscover talks to through umad2sim, and where it attaches (SIM_HOST, that HCA's node in the
+    net file); -C and -P are dropped, as umad2sim shows one simulated HCA. `hcas` maps a device-name glob to
+    (a `tests.ibsim.Simulator`, the simulated HCA's node id)."""
+    cases = "".join(f'  {glob}) export IBSIM_SOCKNAME={sim.sockname} SIM_HOST="{host}";;\n'
+                    for glob, (sim, host) in hcas.items())
     path.write_text(f"""#!/bin/sh
 dev=""; set -- "$@" --end
 while [ "$1" != --end ]; do
@@ -56,7 +63,7 @@ shift
 case "$dev" in
 {cases}  *) echo "no simulated fabric for HCA $dev" >&2; exit 1;;
 esac
-LD_PRELOAD={preload} exec ibnetdiscover "$@"
+LD_PRELOAD={PRELOAD} exec ibnetdiscover "$@"
 """)
     path.chmod(0o755)
     return path
