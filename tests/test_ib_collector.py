@@ -6,6 +6,8 @@ publish and the GUIDs the agents annotate.
 
 from __future__ import annotations
 
+import datetime
+import json
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -14,8 +16,9 @@ import pytest
 
 from hack.ibfabric import Fabric, Spec, build
 from labeler.kube import request_json
-from labeler.shards import read_manifest
-from providers.infiniband.published import object_name
+from labeler.shards import publish, read_manifest, touch
+from providers.infiniband.parse import read_fabric
+from providers.infiniband.published import FABRIC_LABEL, TIME_FORMAT, encode, object_name, pack, to_bytes
 from tests.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
                               manifest_docs, sa_kubeconfig)
 from tests.ibsim import Simulator, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
@@ -156,3 +159,121 @@ def test_collectors_publish_the_fabric_the_operator_labels_from_it_a_standby_tak
     finally:
         for c in collectors:
             c.kill()
+
+
+def discover_json(capsys: pytest.CaptureFixture, kubeconfig: Path, *args: str) -> tuple[int, Any, str]:
+    """`topolabel discover --source infiniband ... -o json` as the operator's user; (code, snapshot, stderr)."""
+    code = main(["discover", "--source", "infiniband", "--ib-namespace", NAMESPACE, "--kubeconfig", str(kubeconfig),
+                 "-o", "json", *args])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if code == 0 else None, err
+
+
+def test_two_fabrics_on_one_prefix_are_told_apart_by_name_and_read_apart(
+        ib: dict[str, Any], cluster: KubeCluster, ibsim, tmp_path: Path,  # noqa: F811
+        capsys: pytest.CaptureFixture) -> None:
+    """Compute (mlx5_0, mlx5_1) and storage (mlx5_8) are two subnets that both keep the default prefix."""
+    compute = build(Spec(sus=2, rails=2, hosts=2, spines=2, seed=1))
+    storage = build(Spec(sus=2, rails=1, hosts=2, spines=1, device="mlx5_8", naming="plain", seed=2))
+    hosts = sorted(compute.truth.guids)
+    assert hosts == sorted(storage.truth.guids)
+    sims = {"compute": ibsim(compute), "storage": ibsim(storage)}
+    cluster.create_nodes([{"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": h, "labels": {"kubernetes.io/hostname": h}}} for h in hosts])
+    host = hosts[0]
+    sysfs = write_sysfs(tmp_path / "sys", hca_devices(compute, host) + hca_devices(storage, host))
+    wrapper = ibnetdiscover_wrapper(tmp_path / "ibnetdiscover", {
+        "mlx5_[0-7]": (sims["compute"], f"hca-{host}-mlx5_0"), "mlx5_8": (sims["storage"], f"hca-{host}-mlx5_8")})
+    operator = cluster.operator_kubeconfig
+
+    def run_collector(*names: str) -> CollectorProcess:
+        return CollectorProcess(host, ib["collector"], sysfs, tmp_path / "work", "--ibnetdiscover", str(wrapper),
+                                "--lease-duration", "3", "--interval", "2", *names)
+
+    def published(fabric: str) -> bool:
+        return read_manifest(cluster.api(), NAMESPACE, object_name(fabric)) is not None
+
+    # without names: one fabric per prefix, so the storage HCA is counted in it; the discovery shows it is not
+    collector = run_collector()
+    try:
+        wait_until(lambda: published(AUTO_FABRIC), 60, "the prefix-named fabric")
+    finally:
+        collector.stop()
+    code, snap, _ = discover_json(capsys, operator, "--ib-fabric")
+    assert code == 0
+    notes = [p["message"] for p in snap["problems"]]
+    assert any(f"{host}: mlx5_8 port 1 counted in fabric {AUTO_FABRIC} but not in the discovery from mlx5_0 port 1: "
+               "two subnets share the subnet prefix" in m for m in notes), notes
+    assert lease_holder(cluster, AUTO_FABRIC) is None  # SIGTERM handed the lease back
+
+    # named by their HCAs: two leases, two publications
+    collector = run_collector("--ib-fabric", "compute=^mlx5_[0-7]$", "--ib-fabric", "storage=^mlx5_8$")
+    try:
+        wait_until(lambda: published("compute") and published("storage"), 60, "both fabrics")
+        assert lease_holder(cluster, "compute") == lease_holder(cluster, "storage") == collector.identity
+    finally:
+        collector.stop()
+    for name, fabric in (("compute", compute), ("storage", storage)):
+        code, snap, err = discover_json(capsys, operator, "--ib-fabric", name)
+        assert code == 0, err
+        groups: dict[str, set[str]] = {}
+        for node, values in snap["nodes"].items():
+            groups.setdefault(values["leafgroup"], set()).add(node)
+        assert {frozenset(g) for g in groups.values()} == partition(fabric.truth.leafgroup)
+        leaves = {n.name for n in fabric.nodes.values() if n.kind == "Switch"}
+        assert all(any(leaf in value for leaf in leaves) for value in groups), (name, groups)  # its own switches
+        assert not any("not in the discovery" in p["message"] for p in snap["problems"])
+    code, _, err = discover_json(capsys, operator, "--ib-fabric")
+    assert code == 2 and f"3 fabrics published in namespace {NAMESPACE} (compute, {AUTO_FABRIC}, storage)" in err
+    code, snap, _ = discover_json(capsys, operator, "--ib-fabric", "compute", "--hca-pattern", "^mlx5_0$")
+    assert code == 0 and "HCAs used: mlx5_0;" in snap["problems"][0]["message"] + ";"
+    code, _, err = discover_json(capsys, operator, "--ib-fabric", "rail9")
+    assert code == 2 and "no fabric 'rail9' published" in err and "published: compute" in err
+
+
+def events(cluster: KubeCluster, reason: str) -> list[str]:  # noqa: F811
+    found = request_json(cluster.api(), "GET", "/api/v1/namespaces/default/events")
+    return [e["message"] for e in found["items"] if e.get("reason") == reason]
+
+
+def test_a_stale_or_missing_fabric_keeps_the_labels_with_an_event_and_a_condition_naming_its_age(
+        ib: dict[str, Any], cluster: KubeCluster) -> None:  # noqa: F811
+    """Published here without a simulator (the collector's own publish calls); then made stale, then removed."""
+    fabric = build(Spec(sus=2, rails=1, hosts=2, spines=1))
+    hosts = sorted(fabric.truth.guids)
+    cluster.create_nodes([{"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": h, "labels": {"kubernetes.io/hostname": h}}} for h in hosts])
+    api = cluster.api()
+    name = object_name("compute")
+    labels = {"app.kubernetes.io/managed-by": "topolabel", FABRIC_LABEL: "compute"}
+
+    def checked(ago: float) -> dict[str, str]:
+        when = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=ago)
+        return {"checkedAt": when.strftime(TIME_FORMAT), "collector": "gpu-x"}
+
+    blob = pack(to_bytes(encode(*read_fabric(fabric.capture_text(), "test"))))
+    publish(api, NAMESPACE, name, blob, checked(0), labels, None)
+    flags = {"source": "infiniband", "ib_fabric": "compute", "ib_namespace": NAMESPACE, "ib_max_age": 600}
+    with InThread(options(cluster, flags=flags, resync=1.0)) as op:
+        want = partition(fabric.truth.leafgroup)
+        wait_until(lambda: partition(leafgroups(cluster)) == want, 60, "labels from the published fabric")
+        labelled = leafgroups(cluster)
+        condition = op.operator.controller.conditions.items
+
+        manifest = read_manifest(api, NAMESPACE, name)
+        touch(api, NAMESPACE, manifest, checked(2 * 3600 + 5 * 60))  # the collector stopped 2h05m ago
+        wait_until(lambda: op.conditions.get("SourceAvailable") == ("False", "InputStale"), 30, "InputStale")
+        message = condition["SourceAvailable"].message
+        assert "was last discovered 2h 05m ago by the collector on gpu-x, longer than ibMaxAge 10m 00s" in message
+        assert "nothing removed, labelling from the last good topology" in message
+        assert any("2h 05m ago" in m for m in events(cluster, "InputStale"))
+        op.wait_passes(op.passes() + 2)
+        assert leafgroups(cluster) == labelled
+
+        request_json(api, "DELETE", f"/api/v1/namespaces/{NAMESPACE}/configmaps/{name}")
+        wait_until(lambda: "no fabric 'compute' published" in condition["SourceAvailable"].message, 30, "missing")
+        op.wait_passes(op.passes() + 2)
+        assert leafgroups(cluster) == labelled
+
+        publish(api, NAMESPACE, name, blob, checked(0), labels, None)
+        wait_until(lambda: op.conditions.get("SourceAvailable", ("",))[0] == "True", 30, "the fabric back")
