@@ -12,10 +12,14 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+
+from kubernetes.client.exceptions import ApiException
 
 from labeler.kube import request_json
 from tests.conftest import ROOT
@@ -25,6 +29,30 @@ from tests.kubecluster import KubeCluster
 AGENT = ROOT / "manifests" / "agent"
 COLLECTOR = ROOT / "manifests" / "ib-collector"
 NAMESPACE = "topolabel-agent"
+
+
+@pytest.fixture(scope="module")
+def scratch_api(kube_cluster: KubeCluster, request: pytest.FixtureRequest) -> Any:
+    """An admin API client, with the test module's namespace `NS` created."""
+    kube_cluster.kubectl("create", "namespace", request.module.NS, check=False)
+    return kube_cluster.api()
+
+
+@pytest.fixture
+def name() -> str:
+    """A fresh object name, so tests sharing the server never meet each other's objects."""
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+def lease_holder(cluster: KubeCluster, lease: str) -> str | None:
+    """The Lease's holder in the collector's namespace; None when it has none or does not exist yet."""
+    try:
+        found = request_json(cluster.api(), "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{lease}")
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return (found.get("spec") or {}).get("holderIdentity")
 
 
 def manifest_docs(*paths: Path) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from labeler.shards import publish, read_manifest, touch
 from providers.infiniband.parse import read_fabric
 from providers.infiniband.published import FABRIC_LABEL, TIME_FORMAT, encode, object_name, pack, to_bytes
 from tests.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
-                              manifest_docs, sa_kubeconfig)
+                             lease_holder, manifest_docs, sa_kubeconfig)
 from tests.ibsim import Simulator, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
 from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
@@ -71,15 +71,6 @@ def start_collector(name: str, fabric: Fabric, sim: Simulator, ib: dict[str, Any
                             "--lease-duration", str(LEASE_SECONDS), "--interval", "2", "--ib-timeout", "30", *args)
 
 
-def lease_holder(kube: KubeCluster, fabric: str) -> str | None:  # noqa: F811
-    try:
-        lease = request_json(kube.api(), "GET", f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/"
-                                                f"{object_name(fabric)}")
-    except Exception:  # noqa: BLE001 - not created yet
-        return None
-    return (lease.get("spec") or {}).get("holderIdentity")
-
-
 def leafgroups(kube: KubeCluster) -> dict[str, str | None]:  # noqa: F811
     return {n: labels.get(LEAFGROUP) for n, labels in kube.node_labels().items()}
 
@@ -128,15 +119,15 @@ def test_collectors_publish_the_fabric_the_operator_labels_from_it_a_standby_tak
             wait_until(lambda: partition(leafgroups(cluster)) == everyone, 60, "every host, the default one too")
 
             # kill the leader outright: the standby takes the lease over once it has not changed for its duration
-            leader_id = wait_until(lambda: lease_holder(cluster, AUTO_FABRIC), 30, "a lease holder")
+            leader_id = wait_until(lambda: lease_holder(cluster, object_name(AUTO_FABRIC)), 30, "a lease holder")
             leader = next(c for c in collectors if c.identity == leader_id)
             standby = next(c for c in collectors if c is not leader)
             before = read_manifest(cluster.api(), NAMESPACE, object_name(AUTO_FABRIC))
             assert before is not None and before.info["collector"] == leader.name
             killed = time.monotonic()
             leader.kill()
-            wait_until(lambda: lease_holder(cluster, AUTO_FABRIC) == standby.identity, 3 * LEASE_SECONDS,
-                       "the standby's takeover")
+            wait_until(lambda: lease_holder(cluster, object_name(AUTO_FABRIC)) == standby.identity,
+                       3 * LEASE_SECONDS, "the standby's takeover")
             takeover = time.monotonic() - killed
             print(f"takeover after the leader was killed: {takeover:.2f}s (lease {LEASE_SECONDS:g}s)")
             assert LEASE_SECONDS - 1.5 <= takeover <= LEASE_SECONDS + 2.0, takeover
@@ -204,13 +195,14 @@ def test_two_fabrics_on_one_prefix_are_told_apart_by_name_and_read_apart(
     notes = [p["message"] for p in snap["problems"]]
     assert any(f"{host}: mlx5_8 port 1 counted in fabric {AUTO_FABRIC} but not in the discovery from mlx5_0 port 1: "
                "two subnets share the subnet prefix" in m for m in notes), notes
-    assert lease_holder(cluster, AUTO_FABRIC) is None  # SIGTERM handed the lease back
+    assert lease_holder(cluster, object_name(AUTO_FABRIC)) is None  # SIGTERM handed the lease back
 
     # named by their HCAs: two leases, two publications
     collector = run_collector("--ib-fabric", "compute=^mlx5_[0-7]$", "--ib-fabric", "storage=^mlx5_8$")
     try:
         wait_until(lambda: published("compute") and published("storage"), 60, "both fabrics")
-        assert lease_holder(cluster, "compute") == lease_holder(cluster, "storage") == collector.identity
+        holders = {lease_holder(cluster, object_name(fabric)) for fabric in ("compute", "storage")}
+        assert holders == {collector.identity}
     finally:
         collector.stop()
     for name, fabric in (("compute", compute), ("storage", storage)):

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from hack.ibfabric import Spec, build, random_spec
+from hack.ibfabric import SIZED, Spec, build, random_spec
 from labeler.errors import SourceError
 from labeler.shards import SHARD_BYTES, publish, read_published
 from providers.infiniband.parse import fabric_graph, read_fabric
@@ -18,9 +18,6 @@ from tests.conftest import SHARED
 from tests.kubecluster import KubeCluster, kube_cluster  # noqa: F401
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
-# the rail-optimised 8,192-HCA fabric of bench/infiniband.py, and 12,500 hosts x 8 rails = 100,000 HCAs
-SIZES = {8192: Spec(pods=8, sus=4, rails=8, hosts=32, spines=16, uplinks=2, cores=8, random_guids=True),
-         100_000: Spec(pods=25, sus=20, rails=8, hosts=25, spines=16, cores=16, rail_spines=True, random_guids=True)}
 
 
 def round_trip(text: str) -> None:
@@ -65,9 +62,9 @@ def test_a_malformed_publication_is_one_line(doc: object, fragment: str) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("hcas", sorted(SIZES))
+@pytest.mark.parametrize("hcas", sorted(SIZED))
 def test_large_fabrics_fit_one_shard_and_come_back_from_the_server(hcas: int, kube_cluster: KubeCluster) -> None:  # noqa: F811
-    fabric = build(SIZES[hcas])
+    fabric = build(SIZED[hcas])
     assert sum(len(v) for v in fabric.truth.guids.values()) == hcas
     nodes, cables = read_fabric(fabric.capture_text(), "generated")
     blob = pack(to_bytes(encode(nodes, cables)))

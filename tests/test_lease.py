@@ -16,21 +16,16 @@ from kubernetes.client.exceptions import ApiException
 import labeler.lease as lease_module
 from labeler.kube import request_json
 from labeler.lease import Keeper, Lease, micro_time
-from tests.kubecluster import KubeCluster, kube_cluster  # noqa: F401
+from tests.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
+from tests.kubecluster import kube_cluster  # noqa: F401
 
 pytestmark = pytest.mark.slow
 NS = "topolabel-lease-test"
 
 
-@pytest.fixture(scope="module")
-def api(kube_cluster: KubeCluster) -> Any:  # noqa: F811
-    kube_cluster.kubectl("create", "namespace", NS, check=False)
-    return kube_cluster.api()
-
-
 @pytest.fixture
-def name() -> str:
-    return f"lease-{uuid.uuid4().hex[:8]}"
+def api(scratch_api: Any) -> Any:
+    return scratch_api
 
 
 def read(api: Any, name: str) -> dict[str, Any]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import Any
 
 import pytest
@@ -15,22 +14,17 @@ from labeler.errors import SourceError
 from labeler.kube import request_json
 from labeler.shards import (MAX_SHARDS, SHARD_BYTES, SHARD_OF, ShardGone, publish, read_blob, read_manifest,
                             read_published, touch)
-from tests.kubecluster import KubeCluster, kube_cluster  # noqa: F401
+from tests.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
+from tests.kubecluster import kube_cluster  # noqa: F401
 
 pytestmark = pytest.mark.slow
 NS = "topolabel-shards-test"
 LABELS = {"app.kubernetes.io/managed-by": "topolabel"}
 
 
-@pytest.fixture(scope="module")
-def api(kube_cluster: KubeCluster) -> Any:  # noqa: F811
-    kube_cluster.kubectl("create", "namespace", NS, check=False)
-    return kube_cluster.api()
-
-
 @pytest.fixture
-def name() -> str:
-    return f"blob-{uuid.uuid4().hex[:8]}"
+def api(scratch_api: Any) -> Any:
+    return scratch_api
 
 
 def shard_names(api: Any, name: str) -> set[str]:

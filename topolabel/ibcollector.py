@@ -33,8 +33,7 @@ from labeler.lease import Keeper, Lease
 from labeler.shards import publish, read_manifest, touch
 from providers.infiniband.command import run_ibnetdiscover
 from providers.infiniband.parse import Nodes, read_fabric
-from providers.infiniband.published import (FABRIC_LABEL, FORMAT, TIME_FORMAT, encode, object_name, pack,
-                                            to_bytes)
+from providers.infiniband.published import FABRIC_LABEL, FORMAT, TIME_FORMAT, encode, object_name, pack, to_bytes
 from providers.infiniband.sysfs import Device, read_devices
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "topolabel"}
