@@ -197,6 +197,19 @@ def test_ndr_capture_groups_each_scalable_unit() -> None:
     assert snap.nodes["b08-p1-dgx-08-c01"] == snap.nodes["b08-p1-dgx-08-c04"]
 
 
+def test_ndr_capture_with_the_node_list_reports_the_ufm_host_once() -> None:
+    """The capture holds a UFM server (b11-p1-cufm-02) cabled to two of its unit's four rail leaves."""
+    everyone = ndr_snapshot()
+    assert any(p.node == "b11-p1-cufm-02" for p in everyone.problems)  # a placed host missing two rails
+    nodes = [Node(name) for name in everyone.nodes if "-dgx-" in name]
+    snap = discover(Config(), get_source("infiniband"), {"ibnetdiscover": str(NDR)}, nodes)
+    assert set(snap.nodes) == {n.name for n in nodes}
+    assert not [p for p in snap.problems if p.node and p.node not in snap.nodes]
+    assert [p.message for p in snap.problems if "not Kubernetes nodes" in p.message] == [
+        "1 fabric host(s) are not Kubernetes nodes (UFM, storage, management, or not yet joined), so they are "
+        "not placed: B11-P1-CUFM-02"]  # as the fabric names it
+
+
 def test_ndr_capture_reports_each_unnamed_hca_with_guid_and_leaf() -> None:
     text = "\n".join(p.message for p in ndr_snapshot().problems if p.node is None)
     unnamed = [(g, d, leaf, port) for g, d, leaf, port in ndr_hcas()
