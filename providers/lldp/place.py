@@ -125,13 +125,22 @@ def infer_pairs(hosts: Mapping[str, Sequence[Neighbor]], mgmt: re.Pattern[str]) 
     two hosts hear exactly on their data-plane ports, when no host hears one of them together with a switch
     outside the set and fewer hosts hear only part of the set than all of it (else its members look like
     separate racks, with a few hosts cabled across)."""
-    heard = {h: frozenset(n.switch for n in split_ports(ns, mgmt)[0]) for h, ns in hosts.items()}
-    counts = Counter(s for s in heard.values() if s)
+    heard: dict[frozenset[str], list[str]] = defaultdict(list)  # switch set -> the hosts hearing exactly it
+    for host in sorted(hosts):
+        switches = frozenset(n.switch for n in split_ports(hosts[host], mgmt)[0])
+        if switches:
+            heard[switches].append(host)
+    sets_with: dict[str, list[frozenset[str]]] = defaultdict(list)
+    for switches in heard:
+        for switch in switches:
+            sets_with[switch].append(switches)
     found = InferredPairs()
-    for candidate, count in sorted(counts.items(), key=lambda kv: sorted(kv[0])):
+    for candidate in sorted(heard, key=sorted):
+        count = len(heard[candidate])
         if len(candidate) < 2 or count < 2:
             continue
-        why = _contradiction(candidate, count, heard)
+        touching = {other for switch in candidate for other in sets_with[switch]}
+        why = _contradiction(candidate, count, touching, heard)
         if why:
             found.blocked[candidate] = (f"{count} hosts hear exactly {', '.join(sorted(candidate))}, but {why}, so "
                                         "they are not taken as a pair (list the pair in a switch map)")
@@ -140,14 +149,17 @@ def infer_pairs(hosts: Mapping[str, Sequence[Neighbor]], mgmt: re.Pattern[str]) 
     return found
 
 
-def _contradiction(candidate: frozenset[str], count: int, heard: Mapping[str, frozenset[str]]) -> str:
-    crossing = sorted(h for h, s in heard.items() if s & candidate and not s <= candidate)
+def _contradiction(candidate: frozenset[str], count: int, touching: set[frozenset[str]],
+                   heard: Mapping[frozenset[str], list[str]]) -> str:
+    """Why the hosts contradict `candidate`, given the switch sets that share a switch with it."""
+    crossing = sorted((heard[s][0], s) for s in touching if not s <= candidate)
     if crossing:
-        host = crossing[0]
-        inside, outside = sorted(heard[host] & candidate), sorted(heard[host] - candidate)
-        more = f" (and {len(crossing) - 1} more host(s))" if len(crossing) > 1 else ""
+        host, switches = crossing[0]
+        inside, outside = sorted(switches & candidate), sorted(switches - candidate)
+        others = sum(len(heard[s]) for _, s in crossing) - 1
+        more = f" (and {others} more host(s))" if others else ""
         return f"{host} hears {', '.join(inside)} with {', '.join(outside)}{more}"
-    partial = sum(1 for s in heard.values() if s and s < candidate)
+    partial = sum(len(heard[s]) for s in touching if s < candidate)
     if partial >= count:
         return f"{partial} hosts hear only part of it"
     return ""
