@@ -136,7 +136,7 @@ def test_selectors_can_use_the_snapshots_own_labels_without_a_cluster() -> None:
 @pytest.mark.parametrize("specs, fragment", [
     ((TopologySpec("a"), TopologySpec("a")), "topology 'a' is defined twice"),
     ((TopologySpec("a", default=True), TopologySpec("b", default=True)), "more than one topology has clusterDefault"),
-    ((TopologySpec("a b"),), "must be non-empty, without spaces"),
+    ((TopologySpec("a b"),), "must be non-empty, without whitespace"),
     ((TopologySpec("a", "torus"),), "plugin 'torus'; choose tree, block, flat"),
     ((TopologySpec("a", "tree", block_level="nvlink"),), "blockLevel and blockSizes are for plugin block"),
 ])

@@ -76,7 +76,8 @@ def test_a_switch_under_two_different_chains_is_an_error() -> None:
 
 def test_accelerator_domain_is_the_finest_level_when_it_sits_inside_a_leaf() -> None:
     # Topograph's block test set: NVLink domains B1..B4 under leaves S2, S3, S5, S6, three nodes each
-    layout = {"B1": ("S2", "S1", "IB2"), "B2": ("S3", "S1", "IB2"), "B3": ("S5", "S4", "IB1"), "B4": ("S6", "S4", "IB1")}
+    layout = {"B1": ("S2", "S1", "IB2"), "B2": ("S3", "S1", "IB2"),
+              "B3": ("S5", "S4", "IB1"), "B4": ("S6", "S4", "IB1")}
     nodes = [chain(f"node{b[1]}0{i}", *tiers, domain=b) for b, tiers in layout.items() for i in range(1, 4)]
     nodes.append(chain("cpu-1", "S2", "S1", "IB2"))  # no NVLink domain: its own
     found, snap = run(nodes)

@@ -37,13 +37,12 @@ from labeler.nodes import Node
 from ..base import Export, Exporter
 from ..domains import Domain, domain_forest, natural
 from .block import Block, block_conf, block_depth, block_notes, block_sizes, block_sizes_problem, blocks
-from .names import SOURCE, NameRule, name_problem, slurm_names
+from .names import SOURCE, NameRule, slurm_names
 from .topologies import (NO_TOPOLOGY, TopologySpec, block_entry, check_specs, default_name, flat_entry, node_labels,
                          selects, topology_yaml, tree_entry, trim, without_topology)
 from .tree import Switch, switches, tree_conf
 
-__all__ = ["EXPORTER", "FORMATS", "NameRule", "SlurmOptions", "TopologySpec", "block_sizes_problem", "export_slurm",
-           "name_problem", "slurm_names", "switches"]
+__all__ = ["EXPORTER", "FORMATS", "NameRule", "SlurmOptions", "TopologySpec", "block_sizes_problem", "export_slurm"]
 
 FORMATS = ("tree", "block", "yaml")
 

@@ -18,6 +18,7 @@ from labeler.model import Snapshot
 
 from ..hostlist import compress
 from .block import Block
+from .names import UNSAFE
 from .tree import Switch
 
 NO_TOPOLOGY = "no-topology"
@@ -73,8 +74,9 @@ def check_specs(specs: Sequence[TopologySpec]) -> None:
     where = "export.slurm.topologies"
     seen: set[str] = set()
     for spec in specs:
-        if not spec.name or any(c in spec.name for c in ' ,=#"\\[]\t\n'):
-            raise TopologyError(f"{where}: topology name {spec.name!r} must be non-empty, without spaces or , = # \" \\ [ ]")
+        if not spec.name or UNSAFE.search(spec.name):
+            raise TopologyError(f"{where}: topology name {spec.name!r} must be non-empty, without whitespace or "
+                                "any of , [ ] = # \" \\")
         if spec.name in seen:
             raise TopologyError(f"{where}: topology {spec.name!r} is defined twice")
         seen.add(spec.name)
@@ -92,8 +94,8 @@ def default_name(specs: Sequence[TopologySpec]) -> str:
 
 
 def tree_entry(name: str, default: bool, switch_list: list[Switch]) -> dict[str, Any]:
-    switches = [{"switch": s.name, **({"children": compress(s.switches)} if s.switches else {"nodes": compress(s.nodes)})}
-                for s in switch_list]
+    switches = [{"switch": s.name, **({"children": compress(s.switches)} if s.switches else
+                                      {"nodes": compress(s.nodes)})} for s in switch_list]
     return {"topology": name, "cluster_default": default, "tree": {"switches": switches}}
 
 
