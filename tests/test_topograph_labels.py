@@ -111,6 +111,15 @@ def test_domains_that_fit_nowhere_are_an_error_naming_them() -> None:
         run(nodes)
 
 
+def test_sub_domains_that_do_not_nest_are_left_out_with_a_notice() -> None:
+    nodes = [chain("a", "leaf-1", "spine", domain="nvl-1", sub="half-1"),
+             chain("b", "leaf-1", "spine", domain="nvl-1", sub="half-2"),
+             chain("c", "leaf-2", "spine", domain="nvl-2", sub="half-1")]  # half-1 in two domains
+    found, snap = run(nodes)
+    assert found.level_names == ("tier-1", "tier-0", "accelerator")
+    assert any("the accelerator-sub level is left out" in p.message for p in snap.problems)
+
+
 def test_accelerator_domain_alone_when_no_fabric_tiers() -> None:
     found, snap = run([chain("a", domain="nvl-1"), chain("b", domain="nvl-1"), chain("c", domain="nvl-2")])
     assert found.level_names == ("accelerator",)

@@ -196,7 +196,10 @@ def _accelerator_levels(found: Discovery, reads: Mapping[str, _Read]) -> None:
                       f"above {fabric[at]} (levels: {' > '.join(found.level_names)})")
     subs = {n: r.subdomain or r.domain for n, r in reads.items() if r.domain}
     if any(r.subdomain for r in reads.values()):
-        _insert(found, subs, SUBDOMAIN, at + 1)
+        try:
+            _insert(found, subs, SUBDOMAIN, at + 1)
+        except TopologyError as exc:  # the optional finer level is left out; the domain stays
+            found.problem(f"{exc}; the {SUBDOMAIN} level is left out")
 
 
 def _insert(found: Discovery, column: Mapping[str, str], name: str, lowest: int) -> int:
