@@ -32,6 +32,7 @@ pytestmark = [needs_ibsim, pytest.mark.slow]
 LEASE_SECONDS = 4.0
 AUTO_FABRIC = "fe80000000000000"  # ibsim's subnet prefix, the fabric's name when none is given
 LEAFGROUP = "topolabel.dev/leafgroup"
+COLLECTOR_USER = f"system:serviceaccount:{NAMESPACE}:topolabel-ib-collector"
 
 
 @pytest.fixture
@@ -98,6 +99,7 @@ def test_collectors_publish_the_fabric_the_operator_labels_from_it_a_standby_tak
     cluster.create_nodes([{"apiVersion": "v1", "kind": "Node",
                            "metadata": {"name": h, "labels": {"kubernetes.io/hostname": h}}} for h in hosts])
     first, second = [h for h in hosts if h != default_host][:2]
+    start = cluster.audit_mark()
     collectors = [start_collector(first, fabric, sim, ib, tmp_path), start_collector(second, fabric, sim, ib, tmp_path)]
     try:
         flags = {"source": "infiniband", "ib_fabric": "*", "ib_namespace": NAMESPACE}
@@ -137,6 +139,10 @@ def test_collectors_publish_the_fabric_the_operator_labels_from_it_a_standby_tak
             after = read_manifest(cluster.api(), NAMESPACE, object_name(AUTO_FABRIC))
             assert after is not None and after.sha256 == before.sha256 and after.shards == before.shards
             assert "leading (lease acquired)" in standby.output()
+            # one publication (a shard and the manifest) however many rounds two leaders ran; heartbeats besides
+            writes = [e for e in cluster.requests(start, resource="configmaps", user=COLLECTOR_USER) if e.code < 300]
+            assert [e.verb for e in writes if e.verb in ("create", "update", "delete")] == ["create", "create"]
+            assert [e.name for e in writes if e.verb == "patch"].count(object_name(AUTO_FABRIC)) >= 2
 
             # a cable cut in the simulator: the standby publishes the new fabric, the operator reports the host
             victim = next(h for h in sorted(named) if h not in (first, second))
