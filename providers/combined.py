@@ -21,19 +21,30 @@ import argparse
 from itertools import permutations
 from typing import Any, Literal, Mapping
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from labeler.config_schema import options_schema
 from labeler.errors import SourceError, TopologyError
 from labeler.model import Discovery, Level, check_tree
+from labeler.names import snake
 
-from .base import Options, Source, SourceContext, parse_options, snake
-from .registry import get_source
+from .base import Options, Source, SourceContext, parse_options
+from .registry import SOURCES, get_source
 
 NAME = "combined"
 MAX_PERMUTED_LEVELS = 7  # 5,040 orders; beyond that only single-level removals are suggested
 
 
+def _part_schema(schema: dict[str, Any]) -> None:
+    """A part is written flat: its own keys (`levels`, `missing`) beside its source's options, so its JSON
+    schema is one object per source type. (Sources' options are flat: they add no definitions.)"""
+    own = {k: v for k, v in schema.get("properties", {}).items() if k not in ("type", "options")}
+    schema.clear()
+    schema["oneOf"] = [options_schema(name, get_source(name).options, {}, own=own) for name in SOURCES if name != NAME]
+
+
 class Part(Options):
+    model_config = ConfigDict(json_schema_extra=_part_schema)
     type: str
     levels: list[str] | dict[str, str] | None = None
     missing: Literal["problem", "node", "parent"] = "problem"
