@@ -4,8 +4,9 @@ A pool's capacity is its nodes' summed allocatable. Each ClusterQueue has one re
 are its pools (in the configured order, else sorted) and whose resources are `pools.resources` that some
 of those pools have; every flavor lists them in that same order, as Kueue's webhook requires. Quotas and
 limits are worked out per pool and resource (`labeler.queues.Amount`); a lending limit above the quota is
-lowered to it (Kueue refuses it) and said so, and pools whose queues' quotas add up to more than they hold
-are reported, since Kueue would admit workloads that cannot all run.
+lowered to it (Kueue refuses it) and said so. Pools whose queues' quotas add up to more than they hold are
+reported, since Kueue would admit workloads that cannot all run, and so is a share that rounds down to 0
+(a small pool under a coarse step), since the queue could not use that pool of its own.
 """
 
 from __future__ import annotations
@@ -112,6 +113,11 @@ def _quota(queue: ClusterQueueConfig, flavor: PoolFlavor, resource: str, default
     capacity = flavor.capacity.get(resource, Decimal(0))
     quota = queue.amount("quota", flavor.pool, resource, defaults)
     nominal = quota.of(capacity) if quota else capacity
+    if quota and quota.value is None and quota.fraction > 0 and capacity > 0 and nominal == 0:
+        problems.append(Problem(SOURCE, f"ClusterQueue {queue.name}, pool {flavor.pool}: its {resource} quota rounds "
+                                        f"down to 0 ({quota.fraction:g} of {format_quantity(capacity)} is less than a "
+                                        "step); it can use the pool only by borrowing. Give the pool its own quota "
+                                        "(flavors) or a smaller step"))
     record(flavor.pool, resource, nominal)
     entry = {"name": resource, "nominalQuota": format_quantity(nominal)}
     borrowing = queue.amount("borrowingLimit", flavor.pool, resource)

@@ -37,16 +37,16 @@ def dns_name(text: str, limit: int = 63) -> str:
     return name or "pool"
 
 
-def name_problem(name: str, limit: int = 253) -> str | None:
-    """Why `name` cannot name a Kubernetes object (None when it can): a lower-case DNS subdomain, or with
-    `limit` 63 a DNS label. Such a name cannot hold `/` or `..`, so a file named after it stays in its folder."""
+def name_problem(name: str, limit: int = 253, dots: bool = True) -> str | None:
+    """Why `name` cannot name a Kubernetes object (None when it can): a lower-case DNS subdomain, or without
+    `dots` a DNS label (a namespace). Such a name holds no `/` or `..`, so a file named after it stays in its
+    directory."""
     if len(name) > limit:
         return f"{name!r} is {len(name)} characters; at most {limit}"
-    pattern = DNS_LABEL if limit <= 63 else DNS_SUBDOMAIN
-    if not re.match(pattern, name):
-        what = "a DNS label" if limit <= 63 else "a DNS subdomain"
+    if not re.match(DNS_SUBDOMAIN if dots else DNS_LABEL, name):
+        what = "a DNS subdomain" if dots else "a DNS label"
         return (f"{name!r} is not a Kubernetes name ({what}): lower-case letters, digits and '-'"
-                + ("" if limit <= 63 else " or '.'") + ", starting and ending with a letter or digit")
+                + (" or '.'" if dots else "") + ", starting and ending with a letter or digit")
     return None
 
 

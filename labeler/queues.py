@@ -48,9 +48,9 @@ def _quantity_text(value: Any) -> str:
     return str(value)
 
 
-def _name(limit: int) -> Any:
+def _name(limit: int, dots: bool = True) -> Any:
     def check(value: str) -> str:
-        problem = name_problem(value, limit)
+        problem = name_problem(value, limit, dots)
         if problem:
             raise ValueError(problem)
         return value
@@ -61,7 +61,7 @@ Quantity = Annotated[int | float | str, AfterValidator(_quantity_text), WithJson
 ObjectName = Annotated[str, _name(253), Field(json_schema_extra={"pattern": DNS_SUBDOMAIN, "maxLength": 253})]
 # A LocalQueue's name is also the value of a job's kueue.x-k8s.io/queue-name label: at most 63 characters.
 QueueName = Annotated[str, _name(63), Field(json_schema_extra={"pattern": DNS_SUBDOMAIN, "maxLength": 63})]
-Namespace = Annotated[str, _name(63), Field(json_schema_extra={"pattern": DNS_LABEL, "maxLength": 63})]
+Namespace = Annotated[str, _name(63, dots=False), Field(json_schema_extra={"pattern": DNS_LABEL, "maxLength": 63})]
 
 
 class _Model(BaseModel):

@@ -277,7 +277,7 @@ class KueueSync:
                     self.kube.create(where.rsplit("/", 1)[0], obj)
         except ApiException as exc:
             result.errors.append(f"could not write {describe(obj)}: {api_error(exc)}")
-            log.warning("kueue: %s", result.errors[-1])
+            log.warning("kueue: %s", result.errors[-1], extra={"reason": "KueueWriteFailed"})
             return
         result.writes.append(f"{verb} {describe(obj)}")
         self.kube.metrics.kueue_writes.labels(kind=obj["kind"], verb=verb).inc()
