@@ -182,10 +182,16 @@ def source_issues(section: Mapping[str, Any], sources: OptionModels) -> list[Iss
         return []  # the model already reports a missing or non-string type
     if kind not in sources:
         return [Issue(("source", "type"), f"unknown source {kind!r}" + did_you_mean(kind, sources))]
-    model = sources[kind]
-    written = {snake(k): k for k in section if k != "type"}
-    _, found = model_issues(model, {snake(k): v for k, v in section.items() if k != "type"}, ("source",), written)
-    known = ["type", *(camel(name) for name in model.model_fields)]
+    return options_issues(sources[kind], {k: v for k, v in section.items() if k != "type"}, ("source",))
+
+
+def options_issues(model: type[BaseModel], options: Mapping[str, Any], prefix: Loc,
+                   own: tuple[str, ...] = ("type",)) -> list[Issue]:
+    """A source's options, as a config writes them (camelCase), checked against its model, at paths under
+    `prefix`; `own` are the other keys allowed beside them (suggested for a typo too)."""
+    written = {snake(k): k for k in options}
+    _, found = model_issues(model, {snake(k): v for k, v in options.items()}, prefix, written)
+    known = [*own, *(camel(name) for name in model.model_fields)]
     return [Issue(i.loc, "unknown key" + did_you_mean(str(i.loc[-1]), known))
             if i.message.startswith("unknown key") else i for i in found]
 

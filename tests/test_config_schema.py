@@ -106,6 +106,16 @@ def test_a_source_option_error_names_its_full_path() -> None:
     assert [str(i) for i in found] == ["source.localNames: unknown key; known: keys, names, preset, type"]
 
 
+def test_a_combined_source_part_is_checked_with_the_config_at_its_path() -> None:
+    parts = [{"type": "labels", "prest": "nvlink", "missing": "node"}, {"type": "inventory", "inventory": "x"},
+             {"type": "combined"}, {"type": "labls"}]
+    _, found = config_issues({"source": {"type": "combined", "sources": parts}}, option_models())
+    assert [str(i) for i in found] == [
+        "source.sources[0]: prest: unknown key; did you mean 'preset'?",
+        "source.sources[2]: a combined source cannot contain another combined source",
+        "source.sources[3]: unknown source 'labls'; did you mean 'labels'?"]
+
+
 def test_config_check_lists_every_problem_per_file_and_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("source: {type: labels, prest: gke}\nkueue: {clusterQueues: [{name: A}]}\n")

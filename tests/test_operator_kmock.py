@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
 from labeler.plan import MANAGED_ANNOTATION
+from tests.conftest import EXAMPLES
 from tests.kmockcluster import MockCluster
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
 from topolabel.operator.settings import RunOptions
@@ -50,8 +51,12 @@ def events(cluster: MockCluster, since: int = 0) -> list[tuple[str, str]]:
     return [(s.data["type"], s.data["reason"]) for s in cluster.writes(since) if s.path.endswith("/events")]
 
 
+def cluster_queue_named(cluster: MockCluster, name: str) -> dict[str, Any]:
+    return cluster.get(f"{KUEUE}/clusterqueues/{name}")
+
+
 def cluster_queue(cluster: MockCluster) -> dict[str, Any]:
-    return cluster.get(f"{KUEUE}/clusterqueues/gpu")
+    return cluster_queue_named(cluster, "gpu")
 
 
 def gpu_quota(cq: dict[str, Any]) -> dict[str, str]:
@@ -115,6 +120,42 @@ def test_labels_nodes_and_applies_kueue_without_a_custom_resource(tmp_path: Path
             verbs = {s.labels["verb"] for m in op.operator.metrics.registry.collect()
                      if m.name == "topolabel_api_calls" for s in m.samples}
             assert {"list", "apply", "patch"} <= verbs <= set(VERBS)  # Kubernetes verbs, not HTTP methods
+
+
+def test_queues_for_two_teams_are_applied_and_a_cohort_dropped_from_the_config_is_deleted(tmp_path: Path) -> None:
+    items, _ = gke_cluster(2, 2, 8)  # 16 nodes, 128 GPUs per pool
+    spec = yaml.safe_load((EXAMPLES / "teams.yaml").read_text())
+    with MockCluster() as cluster:
+        cluster.create_nodes(items)
+        cluster.call("POST", LABELER, labeler(spec))
+        with InThread(options(cluster, tmp_path)) as op:
+            op.wait_passes(1)
+            assert op.conditions["KueueInSync"] == ("True", "Applied")
+            assert [c["metadata"]["name"] for c in cluster.items(f"{KUEUE}/cohorts")] == ["research"]
+            queues = {q["metadata"]["name"]: q["spec"] for q in cluster.items(f"{KUEUE}/clusterqueues")}
+            assert sorted(queues) == ["team-a", "team-b"]
+            assert {q["cohortName"] for q in queues.values()} == {"research"}
+            assert sorted(gpu_quota({"spec": queues["team-b"]}).values()) == ["64", "64"]
+            local = {(q["metadata"]["namespace"], q["spec"]["clusterQueue"])
+                     for q in cluster.items(f"{KUEUE}/localqueues")}
+            assert local == {("team-a", "team-a"), ("team-b", "team-b")}
+
+            # the Cohort object leaves the config: it is deleted; the queues still share the (implicit) cohort
+            cluster.call("PATCH", f"{LABELER}/default", {"spec": {"kueue": {"cohorts": []}}})
+            wait_until(lambda: cluster.items(f"{KUEUE}/cohorts") == [], 10, "the Cohort to be deleted")
+            assert cluster_queue_named(cluster, "team-a")["spec"]["cohortName"] == "research"
+            assert op.conditions["KueueInSync"] == ("True", "Applied")
+
+
+def test_a_kueue_without_cohorts_still_gets_its_queues(tmp_path: Path) -> None:
+    items, _ = gke_cluster(1, 1, 2)
+    with MockCluster(cohorts=False) as cluster:
+        cluster.create_nodes(items)
+        with InThread(options(cluster, tmp_path, flags=GKE_FLAGS)) as op:
+            op.wait_passes(1)
+            assert op.conditions["KueueInSync"] == ("True", "Applied")
+            assert cluster_queue(cluster) is not None
+            assert op.sample("topolabel_api_calls_total", verb="list", resource="cohorts", code="404") >= 1
 
 
 def test_json_logs_carry_node_source_and_reason_and_the_start_calls_no_node_joining(tmp_path: Path) -> None:
