@@ -21,8 +21,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 from .names import DNS_LABEL, DNS_SUBDOMAIN, name_problem
 from .validation import Issue, Loc, did_you_mean
 
-# Kubernetes' quantity syntax, as the Kueue CRDs check nominalQuota.
-QUANTITY_PATTERN = (r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+# Kubernetes' quantity syntax, as the Kueue CRDs check nominalQuota, without a minus sign (quotas are not negative).
+QUANTITY_PATTERN = (r"^\+?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
                     r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
 QUANTITY_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "number", "minimum": 0},
                              {"type": "string", "pattern": QUANTITY_PATTERN}],
