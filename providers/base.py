@@ -8,7 +8,6 @@ their flags stays cheap.
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -63,9 +62,4 @@ def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
-        raise SourceError(f"{ctx.origin}: {validation_details(exc, '(options)')}") from None
-
-
-def snake(key: str) -> str:
-    """camelCase config keys and dashed flags to the snake_case option names sources use."""
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).replace("-", "_").lower()
+        raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from labeler.config import Config
+from labeler.config import Config, load_config, parse_config
 from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
+from labeler.names import snake
 from labeler.nodes import Node, read_document
 from labeler.placement import level_keys, to_snapshot
-from providers.base import Source, SourceContext, snake
-from providers.registry import get_source
+from providers.base import Source, SourceContext
+from providers.registry import get_source, option_models
+
+
+def read_config(path: str | None) -> Config:
+    """topolabel.yaml (defaults when None), every problem reported at once, the source's options included."""
+    return load_config(path, option_models())
+
+
+def parse_spec(data: Any, origin: str) -> Config:
+    """A config given as data (a TopologyLabeler's spec), checked like `read_config`."""
+    return parse_config(data, origin, option_models())
 
 
 def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[str, Any]]:
