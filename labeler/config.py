@@ -28,7 +28,7 @@ Every problem in a file is reported at once, each at its path (`source.preset`, 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -128,7 +128,7 @@ class SlurmTopologyConfig(_Model):
     """One named topology of topology.yaml (`topolabel export slurm --format yaml`); checked by the exporter."""
 
     name: str
-    plugin: str = "tree"  # tree, block or flat
+    plugin: Literal["tree", "block", "flat"] = "tree"
     node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
     cluster_default: bool = Field(False, alias="clusterDefault")
     block_level: str | None = Field(None, alias="blockLevel")
@@ -140,6 +140,8 @@ class SlurmExportConfig(_Model):
 
 
 class ExportConfig(_Model):
+    """Options of `topolabel export` (docs/exports.md); the operator does not use them."""
+
     slurm: SlurmExportConfig = Field(default_factory=SlurmExportConfig)
 
 
