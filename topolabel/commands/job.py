@@ -14,9 +14,9 @@ from kueue_config.tas.annotate import TASRequest, annotate
 from kueue_config.tas.lint import ERROR, WARNING, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
-from labeler.config import load_config
 
 from ..output import FORMATS, console, emit
+from ..pipeline import read_config
 from .tas_common import TASContext, tas_context, tas_parent
 
 EXAMPLES = """examples:
@@ -74,7 +74,7 @@ def run_annotate(args: argparse.Namespace) -> int:
     text = jobfile.read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)
-    ctx = tas_context(args, load_config(args.config))
+    ctx = tas_context(args, read_config(args.config))
     notes: list[str] = []
     for workload in workloads:
         keys = _keys(ctx, workload, args.queue, args.topology)
@@ -98,7 +98,7 @@ def run_annotate(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     docs = jobfile.load(jobfile.read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
-    ctx = tas_context(args, load_config(args.config))
+    ctx = tas_context(args, read_config(args.config))
     findings = []
     for workload in workloads:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None
