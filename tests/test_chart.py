@@ -17,12 +17,14 @@ import pytest
 import yaml
 
 from hack import chart_schema
+from labeler.config import Config
 from hack.image import CACHE, project_version
 from tests.conftest import ROOT, skip_or_fail
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
 
 CHART = ROOT / "charts" / "topolabel"
 MANIFESTS = ROOT / "manifests"
+KUSTOMIZATIONS = sorted(p.parent for p in MANIFESTS.glob("**/kustomization.yaml"))
 VARIANTS = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
 NAMESPACE = "topolabel-system"   # the kustomize manifests' namespace: the release namespace to compare with
 HELM_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
@@ -43,14 +45,14 @@ def test_values_schema_is_generated_from_the_config_model() -> None:
     assert chart_schema.SCHEMA.read_text() == chart_schema.render(), "run python3 hack/chart_schema.py"
     schema = json.loads(chart_schema.SCHEMA.read_text())
     assert set(schema["properties"]["config"]["properties"]) == \
-        {"keyPrefix", "levels", "source", "plan", "apply", "pools", "kueue"}
+        {field.alias or name for name, field in Config.model_fields.items()}
 
 
 def test_versions_agree() -> None:
     """pyproject.toml's version is the chart's appVersion (the default image tag) and the kustomizations' tag."""
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert chart["appVersion"] == project_version()
-    for directory in (MANIFESTS, MANIFESTS / "agent"):
+    for directory in KUSTOMIZATIONS:
         images = yaml.safe_load((directory / "kustomization.yaml").read_text())["images"]
         assert [(i["name"], i["newName"], str(i["newTag"])) for i in images] == \
             [("topolabel", "topolabel", project_version())], directory
@@ -159,7 +161,7 @@ def test_one_image_setting_names_every_container(helm: Any, kube_cluster: KubeCl
     rendered = template(helm, "--set", "agent.enabled=true", "--set", "image.repository=r.example/tl",
                         "--set", "image.tag=9.9")
     assert set(container_images(rendered)) == {"r.example/tl:9.9"}
-    for directory in (MANIFESTS, MANIFESTS / "agent"):
+    for directory in KUSTOMIZATIONS:
         image = yaml.safe_load((directory / "kustomization.yaml").read_text())["images"][0]
         assert set(container_images(kustomize(kube_cluster, directory))) == {f"{image['newName']}:{image['newTag']}"}
 
