@@ -5,7 +5,7 @@ manifest's version, download URL and sha256 kept in step with it and with pyproj
     python3 hack/krew.py manifest       # rewrite version, uri and sha256 in plugins/krew/topolabel.yaml
 
 Publishing: upload the archive as a release asset at the manifest's uri, then submit the manifest to
-krew-index. The archive holds one sh script that runs the `topolabel` command pip installs.
+krew-index. The archive holds one sh script that runs the `topolabel` command pip installs, and the licence.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN = ROOT / "plugins" / "krew"
 MANIFEST = PLUGIN / "topolabel.yaml"
-FILES = ("kubectl-topolabel",)
+FILES = {"kubectl-topolabel": PLUGIN / "kubectl-topolabel", "LICENSE": ROOT / "LICENSE"}  # name in the archive -> file
 
 
 def project() -> dict:
@@ -37,10 +37,11 @@ def archive_bytes() -> bytes:
     """A .tar.gz of FILES with fixed owners, modes and times, so the sha256 depends on their contents only."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for name in FILES:
-            data = (PLUGIN / name).read_bytes()
+        for name, path in FILES.items():
+            data = path.read_bytes()
             info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime, info.uname, info.gname = len(data), 0o755, 0, "root", "root"
+            mode = 0o755 if name == "kubectl-topolabel" else 0o644
+            info.size, info.mode, info.mtime, info.uname, info.gname = len(data), mode, 0, "root", "root"
             tar.addfile(info, io.BytesIO(data))
     return gzip.compress(raw.getvalue(), mtime=0)
 
