@@ -14,7 +14,6 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from labeler.config import validation_details
 from labeler.errors import SourceError
 from labeler.model import Discovery
 from labeler.nodes import Node
@@ -30,9 +29,10 @@ class SourceContext:
 
 
 class Options(BaseModel):
-    """Base for a source's options: unknown keys are an error, so typos are caught."""
+    """Base for a source's options: unknown keys are an error, so typos are caught. The validator is built
+    on first use (defer_build): every command that lists the sources' flags imports every source module."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,8 @@ OptionsT = TypeVar("OptionsT", bound=Options)
 
 def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
     """Validate options with an error naming where they came from and the bad key."""
+    from labeler.config import validation_details
+
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:

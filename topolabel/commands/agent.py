@@ -13,6 +13,7 @@ from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION, read_clique
 from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 
 from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
+from . import COMMANDS
 
 EXAMPLES = """examples:
   NODE_NAME=gpu-001 topolabel agent --once                   # one round, then exit
@@ -23,7 +24,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("agent", help="publish this node's LLDP neighbours (and NVLink domain) on its own Node",
+    parser = sub.add_parser("agent", help=COMMANDS["agent"],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--node-name", help="this node's name (default: $NODE_NAME, from the downward API)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: the in-cluster account)")

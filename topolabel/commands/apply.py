@@ -9,6 +9,7 @@ from labeler.apply import apply_plan
 from labeler.kube import connect, patch_node
 
 from ..output import emit, plan_table
+from . import COMMANDS
 from .common import config_of
 from .plan import build, plan_parents
 
@@ -19,7 +20,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("apply", help="write the label plan: one merge patch per changed node",
+    parser = sub.add_parser("apply", help=COMMANDS["apply"],
                             parents=plan_parents(parents), epilog=EXAMPLES,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="send the patches with dryRun=All (nothing stored)")

@@ -1,11 +1,12 @@
-"""Flags and steps that several subcommands share: config, cluster access, source, snapshot."""
+"""Flags and steps that several subcommands share: config, cluster access, source, snapshot.
+
+The Kubernetes client loads in a quarter of a second, so it is imported only when a cluster is read."""
 
 from __future__ import annotations
 
 import argparse
 
 from labeler.config import Config, load_config
-from labeler.kube import connect, list_nodes
 from labeler.model import Snapshot
 from labeler.nodes import Node, load_nodes_file
 from providers.registry import SOURCES, get_source
@@ -45,6 +46,9 @@ def snapshot_parent() -> argparse.ArgumentParser:
     return parser
 
 
+PARENTS = {"config": config_parent, "cluster": cluster_parent, "snapshot": snapshot_parent, "source": source_parent}
+
+
 def config_of(args: argparse.Namespace) -> Config:
     return load_config(args.config)
 
@@ -55,6 +59,8 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True) -> list[Node]
         return load_nodes_file(args.nodes)
     if not required and not (args.kubeconfig or args.context):
         return []
+    from labeler.kube import connect, list_nodes
+
     return list_nodes(connect(args.kubeconfig, args.context))
 
 

@@ -11,6 +11,7 @@ from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream, write_dir
 
 from ..output import problems_table
+from . import COMMANDS
 from .common import config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -23,7 +24,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("export", help="the topology for Slurm (topology.conf/.yaml), Volcano or KAI",
+    parser = sub.add_parser("export", help=COMMANDS["export"],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", metavar="FILE", help="topolabel.yaml (levels, key prefix, kueue.topologyName)")

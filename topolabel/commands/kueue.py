@@ -10,6 +10,7 @@ from kueue_config.files import diff, read_dir, render, stream, superseded, write
 from kueue_config.objects import generate
 
 from ..output import problems_table
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -20,7 +21,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("kueue", help="generate Topology, ResourceFlavor, ClusterQueue, LocalQueue YAML",
+    parser = sub.add_parser("kueue", help=COMMANDS["kueue"],
                             parents=[parents["config"], parents["cluster"], parents["snapshot"], parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output-dir", metavar="DIR", required=True, help="directory to write, or - for stdout")
