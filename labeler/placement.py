@@ -74,8 +74,8 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
         raise TopologyError(f"{discovery.source}: the topology is not a tree: " + "; ".join(errors))
     values = []
     for depth in range(len(levels)):
-        names = {p[depth]: _display(p[depth], discovery.local_names) for p in paths.values()}
-        values.append(unique_values(names))
+        identities = {p[depth] for p in paths.values()}
+        values.append(unique_values({i: _display(i, discovery.local_names) for i in identities}))
     nodes = {node: {lv.name: values[d][path[d]] for d, lv in enumerate(levels)} for node, path in paths.items()}
     return Snapshot(levels, nodes, problems)
 

@@ -17,15 +17,18 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from labeler.errors import SourceError
 from labeler.model import Discovery
 from labeler.nodes import Node
+from labeler.progress import Progress, quiet
 
 
 @dataclass
 class SourceContext:
-    """What a source gets: the cluster's nodes (may be empty offline) and its merged options."""
+    """What a source gets: the cluster's nodes (may be empty offline), its merged options, and where to
+    report the progress of long work (many regions or zones, a fabric scan)."""
 
     nodes: Sequence[Node] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = "source"
+    progress: Progress = quiet
 
 
 class Options(BaseModel):

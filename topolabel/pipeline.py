@@ -9,6 +9,7 @@ from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
 from labeler.nodes import Node, read_document
 from labeler.placement import level_keys, to_snapshot
+from labeler.progress import Progress, quiet
 from providers.base import Source, SourceContext, snake
 from providers.registry import get_source
 
@@ -29,13 +30,14 @@ def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[
 
 
 def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
-             origin: str = "source") -> Snapshot:
-    return place(cfg, run_source(source, options, nodes, origin))
+             origin: str = "source", progress: Progress = quiet) -> Snapshot:
+    return place(cfg, run_source(source, options, nodes, origin, progress))
 
 
-def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source") -> Discovery:
+def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source",
+               progress: Progress = quiet) -> Discovery:
     """The source's raw answer; the operator keeps it to merge per-node answers into the last good one."""
-    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin))
+    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin, progress=progress))
 
 
 def place(cfg: Config, found: Discovery) -> Snapshot:

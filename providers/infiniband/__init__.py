@@ -73,7 +73,11 @@ def discover(ctx: SourceContext) -> Discovery:
 
     if opts.run_ibnetdiscover:
         origin = "ibnetdiscover" + (f" -C {opts.ib_ca}" if opts.ib_ca else "")
-        text = run_ibnetdiscover(opts.ib_ca, opts.ib_timeout)
+        task = ctx.progress(f"running {origin}", None)
+        try:
+            text = run_ibnetdiscover(opts.ib_ca, opts.ib_timeout)
+        finally:
+            task.close()
     else:
         origin = opts.ibnetdiscover or "-"
         text = _read_text(origin)

@@ -9,6 +9,7 @@ from labeler.apply import apply_plan
 from labeler.kube import connect, patch_node
 
 from ..output import emit, plan_table
+from ..progress import terminal
 from . import COMMANDS
 from .common import config_of
 from .plan import build, plan_parents
@@ -36,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     plan = build(args)
     api = connect(args.kubeconfig, args.context)
     result = apply_plan(plan, lambda name, body: patch_node(api, name, body, args.dry_run),
-                        concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries)
+                        concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries,
+                        progress=terminal())
     report = {**plan.to_dict(), "result": result.to_dict(), "dryRun": args.dry_run}
     if args.output == "table":
         plan_table(plan)

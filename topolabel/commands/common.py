@@ -13,6 +13,7 @@ from providers.registry import SOURCES, get_source
 
 from ..output import FORMATS
 from ..pipeline import discover, read_snapshot, source_options
+from ..progress import terminal
 
 
 def config_parent() -> argparse.ArgumentParser:
@@ -73,4 +74,5 @@ def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None 
     source, options = source_options(cfg, vars(args))
     if nodes is None:
         nodes = cluster_nodes(args, required=source.needs_nodes)
-    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}")
+    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}",
+                    progress=terminal())

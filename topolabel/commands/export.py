@@ -11,6 +11,7 @@ from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream, write_dir
 
 from ..output import problems_table
+from ..progress import terminal
 from . import COMMANDS
 from .common import config_of, snapshot_of
 
@@ -53,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(result.text)
         return 0
     if not args.output_dir:
-        sys.stdout.write(stream(result.objects))
+        sys.stdout.write(stream(result.objects, terminal()))
         return 0
     directory = Path(args.output_dir)
-    write_dir(directory, render(result.objects), read_dir(directory))
+    write_dir(directory, render(result.objects, terminal()), read_dir(directory))
     print(f"{directory}: {len(result.objects)} object(s) written", file=sys.stderr)
     return 0
