@@ -7,7 +7,7 @@ import sys
 
 from kueue_config.tas import jobfile
 from kueue_config.tas.capacity import free_capacity
-from kueue_config.tas.fit import FitReport, fit
+from kueue_config.tas.fit import FitReport, Trees, fit
 from kueue_config.tas.setup import Flavor, TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
@@ -44,12 +44,12 @@ def _flavors(setup: TASSetup, queue: str | None, namespace: str, topology: str, 
     return flavors
 
 
-def fit_one(args: argparse.Namespace, workload: Workload, setup: TASSetup, nodes, free) -> FitReport:
+def fit_one(args: argparse.Namespace, workload: Workload, setup: TASSetup, nodes, free, trees: Trees) -> FitReport:
     queue = ((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
     namespace = workload.namespace or "default"
     name, keys = setup.topology_for(queue, namespace, args.topology)
     flavors = _flavors(setup, queue, namespace, name, args.flavor)
-    return fit(workload, nodes, free, name, keys, flavors, setup.tas_only(queue, namespace))
+    return fit(workload, nodes, free, name, keys, flavors, setup.tas_only(queue, namespace), trees)
 
 
 def print_report(workload: Workload, report: FitReport) -> None:
@@ -90,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes and not args.pods:
         notes.append("no --pods given: every node counts as empty")
     free = free_capacity(nodes, running_pods(args))
-    reports = [fit_one(args, w, ctx.setup, nodes, free) for w in workloads]
+    trees: Trees = {}  # each flavor's tree is built once for all the file's workloads
+    reports = [fit_one(args, w, ctx.setup, nodes, free, trees) for w in workloads]
     for report in reports:
         report.problems += notes
     if args.output == "table":
