@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import yaml
 
@@ -161,14 +161,24 @@ def yaml_error(exc: yaml.YAMLError) -> str:
 
 
 def load_nodes_file(path: str | Path) -> list[Node]:
-    """Nodes from a file. A JSON node list is streamed item by item (ijson's C parser) into compact records,
-    so memory follows the nodes, not the file: a live cluster's full node status is several hundred MB of
-    JSON. Anything else (YAML, one Node, stdin) is read whole by `read_document`."""
+    """Nodes from a file, turned into compact records as they are read (see `read_items`)."""
+    return nodes_from_pages([read_items(path, "Node")], str(path))
+
+
+def read_items(path: str | Path, kind: str) -> Iterator[Any]:
+    """The objects of a `kubectl get <kind>s -o json|yaml` file, one Node/Pod, or a list of them.
+
+    A JSON List is streamed item by item (ijson's C parser), so memory follows what the caller keeps of each
+    object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
+    (YAML, one object, stdin) is read whole by `read_document`."""
     if str(path) != "-" and _starts_json_object(path):
-        nodes = _stream_node_list(path)
-        if nodes is not None:
-            return nodes
-    return parse_nodes(read_document(path), str(path))
+        streamed = 0
+        for item in _stream_items(path):
+            streamed += 1
+            yield item
+        if streamed or _has_items_list(path):
+            return
+    yield from list_items(read_document(path), kind, str(path))
 
 
 def _starts_json_object(path: str | Path) -> bool:
@@ -179,22 +189,16 @@ def _starts_json_object(path: str | Path) -> bool:
         return False  # read_document reports it
 
 
-def _stream_node_list(path: str | Path) -> list[Node] | None:
-    """The nodes of a JSON List's `items`, or None when the document is not a List (one Node)."""
+def _stream_items(path: str | Path) -> Iterator[Any]:
     import ijson
 
-    reader = NodeReader(str(path))
     try:
         with open(path, "rb") as f:
-            for item in ijson.items(f, "items.item", use_float=True):
-                reader.add(item)
+            yield from ijson.items(f, "items.item", use_float=True)
     except ijson.JSONError as exc:
         raise InputError(f"{path}: not valid JSON: {exc}") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not reader.nodes and not _has_items_list(path):
-        return None
-    return reader.done()
 
 
 def _has_items_list(path: str | Path) -> bool:

@@ -93,9 +93,14 @@ class PodUsage:
 
 def parse_pods(data: Any, origin: str) -> list[PodUsage]:
     """Bound, unfinished pods from `kubectl get pods -A -o yaml|json` (a List) or a list of Pods."""
+    return pods_from_items(list_items(data, "Pod", origin), origin)
+
+
+def pods_from_items(items: Iterable[Any], origin: str) -> list[PodUsage]:
+    """Bound, unfinished pods from Pod objects, keeping only where each runs and what it holds."""
     out = []
-    for i, item in enumerate(list_items(data, "Pod", origin)):
-        if not isinstance(item, Mapping) or item.get("kind", "Pod") != "Pod":
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":  # JSON and YAML give dicts
             raise TopologyError(f"{origin}: item {i} is not a Pod")
         spec = item.get("spec") or {}
         node = spec.get("nodeName")
