@@ -119,6 +119,9 @@ class Discovery:
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:
     """Errors for every domain with more than one parent; Kueue TAS needs a strict tree."""
     levels = tuple(levels)
+    if all(len({p[d] for p in paths.values()}) == len({p[d - 1:d + 1] for p in paths.values()})
+           for d in range(1, len(levels))):
+        return []  # as many (parent, domain) pairs as domains at every level: a tree, nothing to report
     parents: list[dict[str, dict[str, str]]] = [{} for _ in levels]
     for node in sorted(paths):
         path = paths[node]
