@@ -6,6 +6,7 @@ met on the way. Its dict form is the fixed snapshot format that `topolabel disco
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -83,7 +84,7 @@ class Snapshot:
             missing = [n for n in names if n not in values]
             if missing:
                 raise TopologyError(f"{origin}: nodes.{node} has no value for level(s) {', '.join(missing)}")
-            nodes[str(node)] = {n: str(values[n]) for n in names}
+            nodes[str(node)] = {n: sys.intern(str(values[n])) for n in names}  # domains repeat across nodes
         problems = [Problem.from_dict(p) for p in data.get("problems") or [] if isinstance(p, Mapping)]
         return cls(tuple(levels), nodes, problems)
 
