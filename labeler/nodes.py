@@ -6,7 +6,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import yaml
 
@@ -45,7 +45,7 @@ class NodeReader:
     def __init__(self, origin: str = "nodes") -> None:
         self.origin = origin
         self.nodes: list[Node] = []
-        self._maps: dict[tuple[tuple[Any, Any], ...], dict[str, str]] = {}
+        self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
 
     def node(self, obj: Mapping[str, Any]) -> Node:
         meta = obj.get("metadata") or {}
@@ -60,8 +60,9 @@ class NodeReader:
         taints = spec.get("taints")
         return Node(sys.intern(name) if type(name) is str else str(name),
                     self._strings_of(meta.get("labels")), self._strings_of(meta.get("annotations")),
-                    str(spec.get("providerID") or ""), self._shared(status.get("allocatable")),
-                    tuple(map(self._shared, taints)) if taints else (), ready, bool(spec.get("unschedulable")))
+                    str(spec.get("providerID") or ""), self._shared(status.get("allocatable"), self._strings_of),
+                    tuple(self._shared(t, dict) for t in taints) if taints else (), ready,
+                    bool(spec.get("unschedulable")))
 
     def add(self, item: Any) -> None:
         """One item of a list: it must be a Node object."""
@@ -91,17 +92,17 @@ class NodeReader:
         except TypeError:  # sys.intern takes only strings
             return {sys.intern(str(k)): sys.intern(str(v)) for k, v in mapping.items()}
 
-    def _shared(self, mapping: Any) -> dict[str, str]:
-        """One copy of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""
+    def _shared(self, mapping: Any, copy: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """One `copy` of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""
         if not mapping:
             return {}
         try:
-            key = tuple(mapping.items())
+            key = (copy, tuple(mapping.items()))
             found = self._maps.get(key)
         except TypeError:  # an unhashable value: keep a copy of its own
-            return self._strings_of(mapping)
+            return copy(mapping)
         if found is None:
-            found = self._maps[key] = self._strings_of(mapping)
+            found = self._maps[key] = copy(mapping)
         return found
 
 
