@@ -49,10 +49,26 @@ def _max_into(total: Resources, other: Mapping[str, int]) -> None:
 
 
 def container_requests(container: Mapping[str, Any]) -> Resources:
-    """Requests, with limits standing in for missing requests (as the API server and Kueue default them)."""
+    """Requests, with limits standing in for missing requests (as the API server and Kueue default them).
+
+    The answer is shared between containers asking the same (50,000 pods have a few dozen shapes), so
+    callers read it and never change it."""
     resources = container.get("resources") or {}
-    out = resource_list(resources.get("limits"))
-    out.update(resource_list(resources.get("requests")))
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    try:
+        return _requests_of(tuple(limits.items()), tuple(requests.items()))
+    except TypeError:  # an unhashable quantity (a malformed file): reported by resource_list, not cached
+        return _merged(limits, requests)
+
+
+@lru_cache(maxsize=4096)
+def _requests_of(limits: tuple[tuple[Any, Any], ...], requests: tuple[tuple[Any, Any], ...]) -> Resources:
+    return _merged(dict(limits), dict(requests))
+
+
+def _merged(limits: Mapping[str, Any], requests: Mapping[str, Any]) -> Resources:
+    out = resource_list(limits)
+    out.update(resource_list(requests))
     return out
 
 
