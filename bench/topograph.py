@@ -36,44 +36,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from bench.measure import Run, measure, proc_cpu
 from bench.table import print_table
 
 HARNESS_SRC = Path(__file__).with_name("topograph-harness")
 CACHE = Path.home() / ".cache" / "topolabel"
-CHILD_TIMEOUT = 900  # seconds; every child runs under `timeout`
-GNU_TIME = "/usr/bin/time"
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 AWS_ENV_DROP = ("AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_MAX_ATTEMPTS", "AWS_SESSION_TOKEN",
                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2")
 TOPOGRAPH_LABEL = "network.topology.nvidia.com/"
-
-
-@dataclass
-class Run:
-    """One whole child process: wall seconds, CPU seconds (user + system), peak RSS in MB, its stdout."""
-
-    wall: float
-    cpu: float
-    rss_mb: float
-    stdout: str
-
-
-def measure(argv: Sequence[str], env: Mapping[str, str] | None = None) -> Run:
-    """Run `argv` under `timeout`, with GNU time reporting its CPU and peak RSS.
-
-    Not wait4 on our own child: a child's ru_maxrss starts at this process's RSS when it forks (measured: a
-    `true` forked from a 400 MB Python reports 414 MB), and this process holds moto and the fabric."""
-    if not Path(GNU_TIME).exists():
-        raise SystemExit(f"bench.topograph: needs GNU time at {GNU_TIME} (Debian package time)")
-    with tempfile.NamedTemporaryFile("r") as usage:
-        start = time.perf_counter()
-        done = subprocess.run([GNU_TIME, "-f", "%U %S %M", "-o", usage.name, "timeout", str(CHILD_TIMEOUT), *argv],
-                              capture_output=True, env=dict(env) if env is not None else None)
-        wall = time.perf_counter() - start
-        if done.returncode != 0:
-            raise SystemExit(f"{argv[0]} exited {done.returncode}: {done.stderr.decode(errors='replace')[-800:]}")
-        user, system, rss_kb = usage.read().split()[-3:]
-    return Run(wall, float(user) + float(system), int(rss_kb) / 1024, done.stdout.decode())
 
 
 @dataclass
@@ -172,12 +143,6 @@ def ratio(a: float, b: float) -> str:
 
 # --- InfiniBand --------------------------------------------------------------------------------------------
 
-def _proc_cpu(pid: int) -> float:
-    """CPU seconds of a running process (ibsim serves ibnetdiscover; its time is part of the capture)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def infiniband(name: str, spec: object, tmp: Path, runs: int, tool: list[str], binary: Path) -> dict[str, object]:
     from hack.ibfabric import build
     from tests.ibsim import simulate
@@ -191,9 +156,9 @@ def infiniband(name: str, spec: object, tmp: Path, runs: int, tool: list[str], b
     with simulate(fabric, tmp) as sim:
         ready = time.perf_counter() - start
         for _ in range(runs):
-            before = _proc_cpu(sim.proc.pid)
+            before = proc_cpu(sim.proc.pid)
             run = measure(["ibnetdiscover"], env=sim.env())
-            run.cpu += _proc_cpu(sim.proc.pid) - before
+            run.cpu += proc_cpu(sim.proc.pid) - before
             capture_runs.append(run)
             capture.write_text(run.stdout)
             run.stdout = ""

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import yaml
 
 from labeler.errors import TopologyError
 from labeler.names import is_managed
+from labeler.progress import Progress, quiet
 
 KUSTOMIZATION = "kustomization.yaml"
 KIND_ORDER = ("Topology", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
@@ -31,9 +32,9 @@ def file_name(obj: dict[str, Any]) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def render(objects: Sequence[dict[str, Any]]) -> dict[str, str]:
+def render(objects: Sequence[dict[str, Any]], progress: Progress = quiet) -> dict[str, str]:
     """File name -> content, including a kustomization listing every object file."""
-    files = {file_name(obj): dump(obj) for obj in objects}
+    files = {file_name(obj): text for obj, text in zip(objects, _dumped(objects, progress))}
     if len(files) != len(objects):
         raise TopologyError("two generated objects map to one file name")
     resources = sorted(files, key=lambda f: (_kind_rank(f), f))
@@ -42,9 +43,20 @@ def render(objects: Sequence[dict[str, Any]]) -> dict[str, str]:
     return files
 
 
-def stream(objects: Sequence[dict[str, Any]]) -> str:
+def stream(objects: Sequence[dict[str, Any]], progress: Progress = quiet) -> str:
     """All objects as one multi-document YAML stream (for `-` as the output directory)."""
-    return "".join(f"---\n{dump(obj)}" for obj in objects)
+    return "".join(f"---\n{text}" for text in _dumped(objects, progress))
+
+
+def _dumped(objects: Sequence[dict[str, Any]], progress: Progress) -> Iterator[str]:
+    """Each object's YAML, counted: PyYAML's emitter takes seconds for thousands of objects."""
+    task = progress("writing YAML", len(objects))
+    try:
+        for obj in objects:
+            yield dump(obj)
+            task.advance()
+    finally:
+        task.close()
 
 
 def _kind_rank(name: str) -> int:

@@ -12,14 +12,14 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from .errors import InputError
-from .nodes import Node, parse_nodes
+from .nodes import Node, nodes_from_pages
 
 RETRYABLE = {409, 429, 500, 502, 503, 504}
 MERGE_PATCH = "application/merge-patch+json"
@@ -81,18 +81,23 @@ def call_with_retries(fn: Callable[[], Any], retries: int = 5, stats: CallStats 
             attempt += 1
 
 
-def list_pages(fetch: Callable[[str | None], Any],
-               call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> list[Any]:
-    """Every item of a paged list. `fetch(token)` reads one page (decoded JSON); `call` retries each page on
-    its own, so one failed page is asked again instead of restarting the list from the first page."""
-    items: list[Any] = []
+def pages(fetch: Callable[[str | None], Any],
+          call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> Iterator[list[Any]]:
+    """The items of a paged list, page by page. `fetch(token)` reads one page (decoded JSON); `call` retries
+    each page on its own, so one failed page is asked again instead of restarting the list from page 1."""
     token = None
     while True:
         data = call(lambda: fetch(token))
-        items.extend(data.get("items") or [])
+        yield data.get("items") or []
         token = (data.get("metadata") or {}).get("continue")
         if not token:
-            return items
+            return
+
+
+def list_pages(fetch: Callable[[str | None], Any],
+               call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> list[Any]:
+    """Every item of a paged list (see `pages`)."""
+    return [item for page in pages(fetch, call) for item in page]
 
 
 def request_json(api: client.ApiClient, method: str, path: str, *, body: Any = None,
@@ -119,10 +124,11 @@ def raw_json(resp: Any) -> Any:
 
 
 def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
-    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
+    """Every Node, read in pages so a large cluster does not load the API server with one huge list; each
+    page becomes compact records before the next is read, so the raw objects of one page at most are held."""
     core = client.CoreV1Api(api)
-    items = list_pages(lambda token: raw_json(core.list_node(limit=page, _continue=token, _preload_content=False)))
-    return parse_nodes(items, "cluster")
+    return nodes_from_pages(pages(lambda token: raw_json(core.list_node(limit=page, _continue=token,
+                                                                        _preload_content=False))), "cluster")
 
 
 def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False) -> None:

@@ -61,6 +61,8 @@ def _with_hash(base: str, identity: str) -> str:
 
 def to_value(raw: str) -> str:
     """One raw name to a valid label value; hashed only when it is too long or has nothing readable."""
+    if len(raw) <= MAX_VALUE and "--" not in raw and _NAME_RE.fullmatch(raw):
+        return raw  # already what `readable` would make of it (the common case: one match, no rewriting)
     value = readable(raw)
     if value and len(value) <= MAX_VALUE:
         return value

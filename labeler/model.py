@@ -6,6 +6,7 @@ met on the way. Its dict form is the fixed snapshot format that `topolabel disco
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -83,7 +84,7 @@ class Snapshot:
             missing = [n for n in names if n not in values]
             if missing:
                 raise TopologyError(f"{origin}: nodes.{node} has no value for level(s) {', '.join(missing)}")
-            nodes[str(node)] = {n: str(values[n]) for n in names}
+            nodes[str(node)] = {n: sys.intern(str(values[n])) for n in names}  # domains repeat across nodes
         problems = [Problem.from_dict(p) for p in data.get("problems") or [] if isinstance(p, Mapping)]
         return cls(tuple(levels), nodes, problems)
 
@@ -119,6 +120,9 @@ class Discovery:
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:
     """Errors for every domain with more than one parent; Kueue TAS needs a strict tree."""
     levels = tuple(levels)
+    if all(len({p[d] for p in paths.values()}) == len({p[d - 1:d + 1] for p in paths.values()})
+           for d in range(1, len(levels))):
+        return []  # as many (parent, domain) pairs as domains at every level: a tree, nothing to report
     parents: list[dict[str, dict[str, str]]] = [{} for _ in levels]
     for node in sorted(paths):
         path = paths[node]

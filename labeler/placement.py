@@ -63,7 +63,7 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
     problems = list(discovery.problems)
     paths: dict[str, tuple[str, ...]] = {}
     for node in sorted(discovery.paths):
-        path = tuple(str(v).strip() for v in discovery.paths[node])
+        path = tuple(map(str.strip, map(str, discovery.paths[node])))
         if len(path) != len(levels) or not all(path):
             problems.append(Problem(discovery.source, f"incomplete placement {list(path)} for levels "
                                     f"{[lv.name for lv in levels]}; node left as it is", node))
@@ -74,9 +74,10 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
         raise TopologyError(f"{discovery.source}: the topology is not a tree: " + "; ".join(errors))
     values = []
     for depth in range(len(levels)):
-        names = {p[depth]: _display(p[depth], discovery.local_names) for p in paths.values()}
-        values.append(unique_values(names))
-    nodes = {node: {lv.name: values[d][path[d]] for d, lv in enumerate(levels)} for node, path in paths.items()}
+        identities = {p[depth] for p in paths.values()}
+        values.append(unique_values({i: _display(i, discovery.local_names) for i in identities}))
+    names = [lv.name for lv in levels]
+    nodes = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
     return Snapshot(levels, nodes, problems)
 
 

@@ -10,6 +10,7 @@ from labeler.model import Discovery, Snapshot
 from labeler.names import snake
 from labeler.nodes import Node, read_document
 from labeler.placement import level_keys, to_snapshot
+from labeler.progress import Progress, quiet
 from providers.base import Source, SourceContext
 from providers.registry import get_source, option_models
 
@@ -40,15 +41,17 @@ def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[
 
 
 def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
-             origin: str = "source", cluster: Callable[[], Any] | None = None) -> Snapshot:
-    return place(cfg, run_source(source, options, nodes, origin, cluster))
+             origin: str = "source", cluster: Callable[[], Any] | None = None,
+             progress: Progress = quiet) -> Snapshot:
+    return place(cfg, run_source(source, options, nodes, origin, cluster, progress))
 
 
 def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source",
-               cluster: Callable[[], Any] | None = None) -> Discovery:
+               cluster: Callable[[], Any] | None = None, progress: Progress = quiet) -> Discovery:
     """The source's raw answer; the operator keeps it to merge per-node answers into the last good one.
     `cluster` gives an API client to sources that read more than Nodes (the published InfiniBand fabric)."""
-    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin, cluster=cluster))
+    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin, cluster=cluster,
+                                         progress=progress))
 
 
 def place(cfg: Config, found: Discovery) -> Snapshot:

@@ -49,10 +49,26 @@ def _max_into(total: Resources, other: Mapping[str, int]) -> None:
 
 
 def container_requests(container: Mapping[str, Any]) -> Resources:
-    """Requests, with limits standing in for missing requests (as the API server and Kueue default them)."""
+    """Requests, with limits standing in for missing requests (as the API server and Kueue default them).
+
+    The answer is shared between containers asking the same (50,000 pods have a few dozen shapes), so
+    callers read it and never change it."""
     resources = container.get("resources") or {}
-    out = resource_list(resources.get("limits"))
-    out.update(resource_list(resources.get("requests")))
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    try:
+        return _requests_of(tuple(limits.items()), tuple(requests.items()))
+    except TypeError:  # an unhashable quantity (a malformed file): reported by resource_list, not cached
+        return _merged(limits, requests)
+
+
+@lru_cache(maxsize=4096)
+def _requests_of(limits: tuple[tuple[Any, Any], ...], requests: tuple[tuple[Any, Any], ...]) -> Resources:
+    return _merged(dict(limits), dict(requests))
+
+
+def _merged(limits: Mapping[str, Any], requests: Mapping[str, Any]) -> Resources:
+    out = resource_list(limits)
+    out.update(resource_list(requests))
     return out
 
 
@@ -93,9 +109,14 @@ class PodUsage:
 
 def parse_pods(data: Any, origin: str) -> list[PodUsage]:
     """Bound, unfinished pods from `kubectl get pods -A -o yaml|json` (a List) or a list of Pods."""
+    return pods_from_items(list_items(data, "Pod", origin), origin)
+
+
+def pods_from_items(items: Iterable[Any], origin: str) -> list[PodUsage]:
+    """Bound, unfinished pods from Pod objects, keeping only where each runs and what it holds."""
     out = []
-    for i, item in enumerate(list_items(data, "Pod", origin)):
-        if not isinstance(item, Mapping) or item.get("kind", "Pod") != "Pod":
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":  # JSON and YAML give dicts
             raise TopologyError(f"{origin}: item {i} is not a Pod")
         spec = item.get("spec") or {}
         node = spec.get("nodeName")

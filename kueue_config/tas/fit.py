@@ -142,16 +142,26 @@ def flavor_conflicts(flavor: Flavor, workload: Workload) -> bool:
     return False
 
 
+Trees = dict[tuple[tuple[str, ...], tuple[tuple[str, str], ...]], TASTree]
+
+
 def fit(workload: Workload, nodes: Sequence[Node], free: Mapping[str, Resources], topology: str,
-        keys: Sequence[str], flavors: Sequence[Flavor], tas_only: bool = True) -> FitReport:
+        keys: Sequence[str], flavors: Sequence[Flavor], tas_only: bool = True, trees: Trees | None = None
+        ) -> FitReport:
     """Try the flavors in the ClusterQueue's order, as Kueue does, and answer for the first that fits.
 
-    With no flavor known, every labelled node counts and no flavor toleration applies.
+    With no flavor known, every labelled node counts and no flavor toleration applies. `trees` keeps each
+    flavor's tree between queries on the same nodes and free capacity (the placer resets its counts).
     """
+    trees = {} if trees is None else trees
     candidates = [f for f in flavors if not flavor_conflicts(f, workload)] or [None]
     first: FitReport | None = None
     for flavor in candidates:
-        tree = build_tree(keys, nodes, free, flavor.node_labels if flavor else None)
+        labels = flavor.node_labels if flavor else {}
+        tree_key = (tuple(keys), tuple(sorted(labels.items())))
+        tree = trees.get(tree_key)
+        if tree is None:
+            tree = trees[tree_key] = build_tree(keys, nodes, free, labels or None)
         podsets = fit_workload(tree, flavor.tolerations if flavor else (), workload, topology, tas_only)
         report = FitReport(all(p.fits for p in podsets) and bool(podsets), topology,
                            flavor.name if flavor else None, tuple(keys), podsets, tree.excluded, len(tree.leaves))

@@ -66,18 +66,20 @@ class TASTree:
         self.levels: list[dict[tuple[str, ...], Domain]] = [{} for _ in self.keys]
         self.leaves: dict[str, Leaf] = {}
         self.excluded = Exclusions()
-        flavor_labels = flavor_labels or {}
+        flavor_items = tuple((flavor_labels or {}).items())
+        keys = set(self.keys)
+        totals = totals or {}
         for node in nodes:
             if not node.ready:
                 self.excluded.not_ready += 1
             elif node.unschedulable:
                 self.excluded.unschedulable += 1
-            elif any(node.labels.get(k) != v for k, v in flavor_labels.items()):
+            elif flavor_items and any(node.labels.get(k) != v for k, v in flavor_items):
                 self.excluded.other_flavor += 1
-            elif any(k not in node.labels for k in self.keys):
+            elif not keys <= node.labels.keys():
                 self.excluded.missing_level_labels += 1
             else:
-                self._add(node, free.get(node.name, {}), (totals or {}).get(node.name, {}))
+                self._add(node, free.get(node.name, {}), totals.get(node.name, {}))
 
     def _add(self, node: Node, free: Resources, total: Resources) -> None:
         values = tuple(node.labels[k] for k in self.keys)
@@ -89,6 +91,9 @@ class TASTree:
         if self.hostname_lowest and leaf.node is None:
             leaf.node = node
         leaf.node_count += 1
+        if leaf.node_count == 1:  # a new leaf (one per node when the hostname is the lowest level)
+            leaf.free, leaf.total = dict(free), dict(total)
+            return
         for key, value in free.items():
             leaf.free[key] = leaf.free.get(key, 0) + value
         for key, value in total.items():

@@ -92,7 +92,12 @@ def discover(ctx: SourceContext) -> Discovery:
         graph, origin, notices = _published_graph(opts, ctx, names)
     elif opts.run_ibnetdiscover:
         origin = "ibnetdiscover" + (f" -C {opts.ib_ca}" if opts.ib_ca else "")
-        graph = parse_ibnetdiscover(run_ibnetdiscover(opts.ib_ca, opts.ib_timeout), origin, names)
+        task = ctx.progress(f"running {origin}", None)
+        try:
+            text = run_ibnetdiscover(opts.ib_ca, opts.ib_timeout)
+        finally:
+            task.close()
+        graph = parse_ibnetdiscover(text, origin, names)
     else:
         origin = opts.ibnetdiscover or "-"
         graph = parse_ibnetdiscover(_read_text(origin), origin, names)

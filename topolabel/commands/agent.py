@@ -19,6 +19,7 @@ from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 
 from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
 from ..ibcollector import Collector, Settings, parse_fabric_names, run as run_collector
+from . import COMMANDS
 
 EXAMPLES = """examples:
   NODE_NAME=gpu-001 topolabel agent --once                   # one round, then exit
@@ -30,7 +31,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("agent", help="publish this node's LLDP neighbours (and NVLink domain) on its own Node",
+    parser = sub.add_parser("agent", help=COMMANDS["agent"],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--node-name", help="this node's name (default: $NODE_NAME, from the downward API)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: the in-cluster account)")

@@ -1,4 +1,6 @@
-"""Flags and steps that several subcommands share: config, cluster access, source, snapshot."""
+"""Flags and steps that several subcommands share: config, cluster access, source, snapshot.
+
+The Kubernetes client loads in a quarter of a second, so it is imported only when a cluster is read."""
 
 from __future__ import annotations
 
@@ -7,13 +9,13 @@ from functools import lru_cache
 
 from labeler.config import Config
 from labeler.errors import InputError
-from labeler.kube import connect, list_nodes
 from labeler.model import Snapshot
 from labeler.nodes import Node, load_nodes_file
 from providers.registry import SOURCES, get_source
 
 from ..output import FORMATS
 from ..pipeline import discover, read_config, read_snapshot, source_options
+from ..progress import terminal
 
 
 def config_parent() -> argparse.ArgumentParser:
@@ -53,6 +55,10 @@ def snapshot_parent() -> argparse.ArgumentParser:
     return parser
 
 
+PARENTS = {"config": config_parent, "output": output_parent, "cluster": cluster_parent, "snapshot": snapshot_parent,
+           "source": source_parent}
+
+
 def config_of(args: argparse.Namespace) -> Config:
     return read_config(args.config)
 
@@ -68,13 +74,22 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
     if not required and not named:
         return []
     try:
-        api = connect(args.kubeconfig, args.context)
+        api = connect(args)
     except InputError as exc:
         if named or not needed_for or not getattr(args, "snapshot", None):
             raise
         raise InputError(f"--snapshot says where nodes sit, not {needed_for}: add --nodes FILE (`kubectl get nodes "
                          f"-o yaml`) or a cluster with --kubeconfig/--context ({exc})") from None
+    from labeler.kube import list_nodes
+
     return list_nodes(api)
+
+
+def connect(args: argparse.Namespace) -> object:
+    """An API client for --kubeconfig/--context; the Kubernetes client loads only here (start-up time)."""
+    from labeler.kube import connect as kube_connect
+
+    return kube_connect(getattr(args, "kubeconfig", None), getattr(args, "context", None))
 
 
 def given_source_flags(args: argparse.Namespace) -> list[str]:
@@ -103,4 +118,4 @@ def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None 
     if nodes is None:
         nodes = cluster_nodes(args, required=source.needs_nodes)
     return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}",
-                    cluster=lambda: connect(getattr(args, "kubeconfig", None), getattr(args, "context", None)))
+                    cluster=lambda: connect(args), progress=terminal())

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import COMMANDS
+
 SHELLS = ("bash", "zsh", "fish")
 PATH_METAVARS = {"FILE": "FILE", "DIR": "DIRECTORY"}
 
@@ -17,7 +19,7 @@ EXAMPLES = """install:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("completion", help="print a shell completion script (bash, zsh, fish)", epilog=EXAMPLES,
+    parser = sub.add_parser("completion", help=COMMANDS["completion"], epilog=EXAMPLES,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("shell", choices=SHELLS)
     parser.set_defaults(run=run)

@@ -11,6 +11,8 @@ from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream, write_dir
 
 from ..output import problems_table
+from ..progress import terminal
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -25,7 +27,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("export", help="the topology for Slurm (topology.conf/.yaml), Volcano or KAI",
+    parser = sub.add_parser("export", help=COMMANDS["export"],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", metavar="FILE", help="topolabel.yaml (levels, key prefix, kueue.topologyName)")
@@ -55,9 +57,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(result.text)
         return 0
     if not args.output_dir:
-        sys.stdout.write(stream(result.objects))
+        sys.stdout.write(stream(result.objects, terminal()))
         return 0
     directory = Path(args.output_dir)
-    write_dir(directory, render(result.objects), read_dir(directory))
+    write_dir(directory, render(result.objects, terminal()), read_dir(directory))
     print(f"{directory}: {len(result.objects)} object(s) written", file=sys.stderr)
     return 0

@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rich.table import Table
-
 from kueue_config.tas import jobfile
 from kueue_config.tas.capacity import free_capacity
-from kueue_config.tas.fit import FitReport, fit
+from kueue_config.tas.fit import FitReport, Trees, fit
 from kueue_config.tas.setup import Flavor, TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
 
-from ..output import console, emit
+from ..output import console, emit, table
+from . import COMMANDS
 from .common import cluster_nodes, config_of
 from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
 
@@ -28,7 +27,7 @@ exit status: 0 fits, 1 does not fit, 2 bad input
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("fit", help="would Kueue TAS admit this job now, in which domains",
+    parser = sub.add_parser("fit", help=COMMANDS["fit"],
                             parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"], tas_parent(),
                                      flavor_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -45,12 +44,12 @@ def _flavors(setup: TASSetup, queue: str | None, namespace: str, topology: str, 
     return flavors
 
 
-def fit_one(args: argparse.Namespace, workload: Workload, setup: TASSetup, nodes, free) -> FitReport:
+def fit_one(args: argparse.Namespace, workload: Workload, setup: TASSetup, nodes, free, trees: Trees) -> FitReport:
     queue = ((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
     namespace = workload.namespace or "default"
     name, keys = setup.topology_for(queue, namespace, args.topology)
     flavors = _flavors(setup, queue, namespace, name, args.flavor)
-    return fit(workload, nodes, free, name, keys, flavors, setup.tas_only(queue, namespace))
+    return fit(workload, nodes, free, name, keys, flavors, setup.tas_only(queue, namespace), trees)
 
 
 def print_report(workload: Workload, report: FitReport) -> None:
@@ -59,9 +58,9 @@ def print_report(workload: Workload, report: FitReport) -> None:
     verdict = "[green]fits[/]" if report.fits else "[red]does not fit[/]"
     con.print(f"{workload.ref}: {verdict} - {data['pods']} pod(s), Topology {report.topology}"
               + (f", flavor {report.flavor}" if report.flavor else "") + f", {report.nodes_counted} node(s) counted")
-    table = Table()
+    grid = table()
     for col in ("podset", "pods", "request", "placed in", "most pods in one domain", "nodes / message"):
-        table.add_column(col, overflow="fold")
+        grid.add_column(col, overflow="fold")
     for p in report.podsets:
         request = f"{p.mode} {p.level or ''}".strip()
         where = ", ".join("/".join(d["values"]) + f" ({d['pods']})" for d in p.domains) or "-"
@@ -69,9 +68,9 @@ def print_report(workload: Workload, report: FitReport) -> None:
         if len(p.nodes) > 3:
             detail += f" and {len(p.nodes) - 3} more (-o json lists all)"
         prefix = f"{p.workload}/" if workload.workloads > 1 else ""
-        table.add_row(prefix + p.podset, str(p.pods), request, where if p.fits else "-",
+        grid.add_row(prefix + p.podset, str(p.pods), request, where if p.fits else "-",
                       str(p.max_pods_in_one_domain), detail if p.fits else f"[red]{p.message}[/]")
-    con.print(table)
+    con.print(grid)
     excluded = {k: v for k, v in data["nodes_excluded"].items() if v}
     if excluded:
         con.print("not counted: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in excluded.items()))
@@ -91,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes and not args.pods:
         notes.append("no --pods given: every node counts as empty")
     free = free_capacity(nodes, running_pods(args))
-    reports = [fit_one(args, w, ctx.setup, nodes, free) for w in workloads]
+    trees: Trees = {}  # each flavor's tree is built once for all the file's workloads
+    reports = [fit_one(args, w, ctx.setup, nodes, free, trees) for w in workloads]
     for report in reports:
         report.problems += notes
     if args.output == "table":

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from rich.markup import escape
-from rich.table import Table
 
 from kueue_config.tas import jobfile
 from kueue_config.tas.annotate import TASRequest, annotate
@@ -15,8 +14,9 @@ from kueue_config.tas.lint import ERROR, WARNING, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 
-from ..output import FORMATS, console, emit
+from ..output import FORMATS, console, emit, table
 from ..pipeline import read_config
+from . import COMMANDS
 from .tas_common import TASContext, tas_context, tas_parent
 
 EXAMPLES = """examples:
@@ -35,7 +35,7 @@ def _source_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    job = sub.add_parser("job", help="annotate or check a job for Kueue Topology-Aware Scheduling",
+    job = sub.add_parser("job", help=COMMANDS["job"],
                          epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = job.add_subparsers(dest="verb", required=True, metavar="VERB")
     common = [parents["snapshot"], tas_parent()]
@@ -106,14 +106,14 @@ def run_check(args: argparse.Namespace) -> int:
     counts = summary(findings)
     if args.output == "table":
         if findings:
-            table = Table(title=f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)",
-                          title_justify="left")
+            grid = table(title=f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)",
+                         title_justify="left")
             for col in ("severity", "object", "path", "problem", "fix"):
-                table.add_column(col, overflow="fold")
+                grid.add_column(col, overflow="fold")
             for f in findings:
                 style = "red" if f.severity == ERROR else "yellow"
-                table.add_row(f"[{style}]{f.severity}[/]", *(escape(x) for x in (f.object, f.path, f.message, f.fix)))
-            console().print(table)
+                grid.add_row(f"[{style}]{f.severity}[/]", *(escape(x) for x in (f.object, f.path, f.message, f.fix)))
+            console().print(grid)
         else:
             checked = "" if ctx.setup else " (levels not checked against a Topology)"
             print(f"{args.file}: {len(workloads)} workload(s), no problems found{checked}")

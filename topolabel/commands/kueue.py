@@ -12,6 +12,7 @@ from kueue_config.objects import generate
 from labeler.errors import InputError
 
 from ..output import problems_table
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -25,7 +26,7 @@ STREAMS = ("yaml", "json")
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("kueue", help="generate Topology, ResourceFlavor, Cohort, ClusterQueue, LocalQueue YAML",
+    parser = sub.add_parser("kueue", help=COMMANDS["kueue"],
                             parents=[parents["config"], parents["cluster"], parents["snapshot"], parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     out = parser.add_argument_group("output (one of)")

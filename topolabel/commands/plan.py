@@ -7,6 +7,7 @@ import argparse
 from labeler.plan import Plan, check_share, make_plan
 
 from ..output import emit, plan_table
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -18,7 +19,7 @@ exit status: 0, or with --exit-code 0 when nothing would change and 1 when somet
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("plan", help="show which labels would be set and removed",
+    parser = sub.add_parser("plan", help=COMMANDS["plan"],
                             parents=plan_parents(parents), epilog=EXAMPLES,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--exit-code", action="store_true",

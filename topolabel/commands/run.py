@@ -10,6 +10,7 @@ import sys
 from pythonjsonlogger.json import JsonFormatter
 
 from ..operator.settings import RunOptions, operator_namespace
+from . import COMMANDS
 
 EXAMPLES = """examples:
   topolabel run --source labels --preset gke --kubeconfig ~/.kube/config
@@ -20,7 +21,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("run", help="run the operator: label joining nodes, resync, keep Kueue objects",
+    parser = sub.add_parser("run", help=COMMANDS["run"],
                             parents=[parents["config"], parents["cluster"], parents["source"]], epilog=EXAMPLES,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_argument_group("operator")

@@ -14,6 +14,7 @@ from kueue_config.tas.svg import render_svg
 from labeler.errors import TopologyError
 
 from ..output import console, emit
+from . import COMMANDS
 from .common import cluster_nodes, config_of
 from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
 
@@ -25,7 +26,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("show", help="draw the topology with free/total GPUs per domain (terminal or SVG)",
+    parser = sub.add_parser("show", help=COMMANDS["show"],
                             parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"], tas_parent(),
                                      flavor_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -15,14 +15,12 @@ from typing import Any
 import yaml
 
 from kueue_config.objects import generate
-from kueue_config.tas.capacity import PodUsage, parse_pods
-from kueue_config.tas.cluster import list_kueue_objects, list_pods
+from kueue_config.tas.capacity import PodUsage, parse_pods, pods_from_items
 from kueue_config.tas.setup import TASSetup
 from labeler.config import Config
 from labeler.errors import TopologyError
-from labeler.kube import connect
 from labeler.model import Level, Snapshot
-from labeler.nodes import Node, read_document, yaml_error
+from labeler.nodes import Node, read_items, yaml_error
 
 from ..pipeline import read_snapshot
 
@@ -85,6 +83,9 @@ def tas_context(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None 
     elif snapshot is not None:
         objects = generate(snapshot, nodes or [], cfg).objects
     elif _uses_cluster(args):
+        from kueue_config.tas.cluster import list_kueue_objects
+        from labeler.kube import connect
+
         objects = list_kueue_objects(connect(args.kubeconfig, args.context))
     origin = args.kueue_dir or args.snapshot or "cluster"
     setup = TASSetup.from_objects(objects, origin) if objects is not None else None
@@ -113,7 +114,10 @@ def placed_nodes(nodes: list[Node], snapshot: Snapshot | None) -> tuple[list[Nod
 def running_pods(args: argparse.Namespace) -> list[PodUsage]:
     """Pods holding capacity: from --pods, from the cluster when nodes came from it, else none."""
     if args.pods:
-        return parse_pods(read_document(args.pods), args.pods)
+        return pods_from_items(read_items(args.pods, "Pod"), args.pods)
     if args.nodes:
         return []
+    from kueue_config.tas.cluster import list_pods  # the Kubernetes client, only for a cluster
+    from labeler.kube import connect
+
     return parse_pods(list_pods(connect(args.kubeconfig, args.context)), "cluster")

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
 from labeler.nodes import read_document
 from labeler.verify import Report, compare_sources, label_drift
 
-from ..output import console, emit
+from ..output import console, emit, table
 from ..pipeline import discover, read_config, source_options
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -24,7 +23,7 @@ exit status: 0 when everything agrees, 1 when something differs, 2 on errors.
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("verify", help="report nodes whose labels or sources disagree",
+    parser = sub.add_parser("verify", help=COMMANDS["verify"],
                             parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
                                      parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -80,11 +79,11 @@ def _table(report: Report, limit: int = 50) -> None:
     con.print(f"{report.compared} node(s) compared, {len(report.disagreements)} disagreement(s); "
               f"only in {report.a}: {len(report.only_in_a)}, only in {report.b}: {len(report.only_in_b)}")
     if report.disagreements:
-        table = Table()
+        grid = table()
         for col in ("node", "level", report.a, report.b):
-            table.add_column(col, overflow="fold")
+            grid.add_column(col, overflow="fold")
         for d in report.disagreements[:limit]:
-            table.add_row(d.node, d.level, d.a or "(none)", d.b or "(none)")
-        con.print(table)
+            grid.add_row(d.node, d.level, d.a or "(none)", d.b or "(none)")
+        con.print(grid)
         if len(report.disagreements) > limit:
             con.print(f"... and {len(report.disagreements) - limit} more (use -o json for all)")

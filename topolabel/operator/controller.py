@@ -27,9 +27,11 @@ from labeler.model import Discovery, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION
 from labeler.nodes import Node
 from labeler.plan import Plan, check_share
+from labeler.progress import Progress, quiet
 from labeler.verify import label_drift, stale
 
 from ..pipeline import run_source
+from ..progress import logged
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -39,6 +41,7 @@ from .status import Condition, Conditions, Reporter, resource_path, status_body
 from .topology import Topology
 
 log = logging.getLogger(__name__)
+PASS_PROGRESS = logged(log, every=10.0)  # a full pass's discovery and writes, logged at most every 10 s
 
 HEARTBEAT = 10.0  # the loop wakes at least this often, so liveness sees it turn
 LOGGED_NODES = 20  # per pass and outcome; the status and Events count them all
@@ -193,7 +196,8 @@ class Controller:
         plan = await self.rediscover(settings, nodes) if settings else None
         snapshot = self.topology.snapshot
         if settings and snapshot:
-            await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg)
+            await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg,
+                             PASS_PROGRESS)
             await self.sync_kueue(settings, nodes, verify=True)
         self.metrics.last_sync.set_to_current_time()
         self.health.ready = True
@@ -246,7 +250,8 @@ class Controller:
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.running = loop.run_in_executor(None, run_source, settings.source, settings.options, nodes,
-                                            settings.origin, lambda: self.kube.api)
+                                            settings.origin, lambda: self.kube.api,
+                                            PASS_PROGRESS if scope == "full" else quiet)
         try:
             return await asyncio.wait_for(asyncio.shield(self.running), self.opts.source_timeout)
         except asyncio.TimeoutError:
@@ -325,11 +330,11 @@ class Controller:
                 log.info("placed %s node %s", WORDS[why], node.name,
                          extra={"node": node.name, "source": source, "reason": why})
 
-    async def write(self, plan: Plan, cfg: Config) -> None:
+    async def write(self, plan: Plan, cfg: Config, progress: Progress = quiet) -> None:
         if not plan.changes:
             return
         result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
-                                         cfg.apply.retries)
+                                         cfg.apply.retries, progress)
         self.labeller.record(plan, result)
         if result.written:
             await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",

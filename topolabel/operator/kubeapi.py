@@ -10,13 +10,13 @@ Calls are counted by Kubernetes verb, the words RBAC and the audit log use, not 
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import MERGE_PATCH, call_with_retries, list_pages, patch_node, request_json
-from labeler.nodes import Node, parse_nodes
+from labeler.kube import MERGE_PATCH, call_with_retries, pages, patch_node, request_json
+from labeler.nodes import Node, nodes_from_pages
 
 from .metrics import Metrics
 
@@ -64,11 +64,15 @@ class Kube:
                 return None
             raise
 
-    def list(self, path: str, label_selector: str | None = None, page: int = 500) -> list[dict[str, Any]]:
-        """Every item, page by page; each page is one counted, retried request."""
+    def pages(self, path: str, label_selector: str | None = None, page: int = 500) -> Iterator[list[dict[str, Any]]]:
+        """The items, page by page; each page is one counted, retried request."""
         query = [("limit", str(page))] + ([("labelSelector", label_selector)] if label_selector else [])
-        return list_pages(lambda token: self.request("list", path, query=query + ([("continue", token)] if token else [])),
-                          call=lambda fetch: fetch())  # request() already retries each page
+        return pages(lambda token: self.request("list", path, query=query + ([("continue", token)] if token else [])),
+                     call=lambda fetch: fetch())  # request() already retries each page
+
+    def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every item of every page."""
+        return [item for items in self.pages(path, label_selector) for item in items]
 
     def create(self, path: str, obj: dict[str, Any]) -> Any:
         return self.request("create", path, body=obj, query=[("fieldManager", FIELD_MANAGER)])
@@ -96,7 +100,7 @@ class Kube:
         return None
 
     def list_nodes(self) -> list[Node]:
-        return parse_nodes(self.list("/api/v1/nodes"), "cluster")
+        return nodes_from_pages(self.pages("/api/v1/nodes"), "cluster")
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
         """One label patch; `labeler.apply` retries it, so this counts the attempt and re-raises."""
