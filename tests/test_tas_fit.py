@@ -9,6 +9,7 @@ The main cluster (8 GPUs per node, one pod of 8 GPUs per node in most cases):
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import yaml
 
 from kueue_config.tas.capacity import free_capacity, parse_pods
 from kueue_config.tas.fit import fit
-from kueue_config.tas.setup import Flavor
+from kueue_config.tas.setup import Flavor, Queue
 from kueue_config.tas.workloads import workload_of
 from labeler.nodes import parse_nodes
 from tests.fake_kube_readonly import FakeKube
@@ -44,7 +45,8 @@ def cluster(**overrides: dict[str, Any]) -> list[dict[str, Any]]:
 def run(job: dict, nodes: list[dict], pods: list[dict] = (), keys=KEYS, flavors=(TOLERATING,)) -> dict:
     parsed = parse_nodes(nodes, "test")
     free = free_capacity(parsed, parse_pods(list(pods), "test"))
-    return fit(workload_of(job, "test"), parsed, free, "topo", keys, list(flavors)).to_dict()
+    queue = Queue.of([replace(f, levels=tuple(keys)) for f in flavors])
+    return fit(workload_of(job, "test"), parsed, free, queue).to_dict()
 
 
 def placed(report: dict, podset: str | None = None) -> dict[str, int]:

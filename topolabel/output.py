@@ -28,9 +28,23 @@ def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
 
 
 def console(out: TextIO | None = None) -> Console:
-    """A rich console on `out` (stdout when None, looked up now so redirection works)."""
-    out = out or sys.stdout
-    return Console(file=out, width=max(100, Console(file=out).width), highlight=False)
+    """A rich console on `out` (stdout when None, looked up now so redirection works), as wide as the terminal.
+
+    Not a terminal: $COLUMNS, else 80 columns, the width every table is laid out to read well at.
+    """
+    return Console(file=out or sys.stdout, highlight=False)
+
+
+def name_column(table: Table, header: str, names: Iterable[str], cap: int = 63) -> None:
+    """A column of names (nodes, domains, PodSets) as wide as the longest, so no name is broken in the middle.
+
+    Names longer than `cap` (longer than any label value) fold rather than push every other column out.
+    """
+    width = max([len(header), *(len(line) for n in names for line in str(n).splitlines())])
+    if width <= cap:
+        table.add_column(header, no_wrap=True, min_width=width)
+    else:
+        table.add_column(header, overflow="fold", min_width=cap)
 
 
 def problems_table(problems: Iterable[Problem], out: TextIO | None = None, limit: int = 50) -> None:
@@ -38,7 +52,8 @@ def problems_table(problems: Iterable[Problem], out: TextIO | None = None, limit
     if not problems:
         return
     table = Table(title=f"{len(problems)} problem(s)", title_justify="left")
-    for col in ("node", "source", "message"):
+    name_column(table, "node", (p.node or "-" for p in problems[:limit]))
+    for col in ("source", "message"):
         table.add_column(col, overflow="fold")
     for p in problems[:limit]:
         table.add_row(p.node or "-", p.source, p.message)
@@ -70,7 +85,8 @@ def plan_table(plan: Plan, out: TextIO | None = None, limit: int = 50) -> None:
               f"{plan.unchanged} unchanged")
     if plan.changes:
         table = Table()
-        for col in ("node", "set", "remove"):
+        name_column(table, "node", (c.node for c in plan.changes[:limit]))
+        for col in ("set", "remove"):
             table.add_column(col, overflow="fold")
         for change in plan.changes[:limit]:
             table.add_row(change.node, "\n".join(f"{k}={v}" for k, v in change.set.items()) or "-",

@@ -47,12 +47,30 @@ class Leaf(Domain):
 
 @dataclass
 class Exclusions:
-    """Nodes the tree leaves out, by reason, so a surprising answer can be explained."""
+    """Nodes the tree leaves out, by reason, so a surprising answer can be explained.
 
+    Nodes of other flavors are counted first, so the other reasons only count the flavor's own nodes.
+    """
+
+    other_flavor: int = 0
+    missing_level_labels: int = 0
     not_ready: int = 0
     unschedulable: int = 0
-    missing_level_labels: int = 0
-    other_flavor: int = 0
+
+    def text(self, flavor: str | None, labels: Mapping[str, str]) -> str:
+        """The reasons in plain words, for the line under `fit`'s table."""
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        parts = []
+        if self.other_flavor:
+            parts.append(f"{self.other_flavor} in other pools (not {selector}, flavor {flavor})" if flavor
+                         else f"{self.other_flavor} in other pools")
+        if self.missing_level_labels:
+            parts.append(f"{self.missing_level_labels} without every level label")
+        if self.not_ready:
+            parts.append(f"{self.not_ready} not Ready")
+        if self.unschedulable:
+            parts.append(f"{self.unschedulable} cordoned (unschedulable)")
+        return ", ".join(parts)
 
 
 class TASTree:
@@ -68,14 +86,14 @@ class TASTree:
         self.excluded = Exclusions()
         flavor_labels = flavor_labels or {}
         for node in nodes:
-            if not node.ready:
-                self.excluded.not_ready += 1
-            elif node.unschedulable:
-                self.excluded.unschedulable += 1
-            elif any(node.labels.get(k) != v for k, v in flavor_labels.items()):
+            if any(node.labels.get(k) != v for k, v in flavor_labels.items()):
                 self.excluded.other_flavor += 1
             elif any(k not in node.labels for k in self.keys):
                 self.excluded.missing_level_labels += 1
+            elif not node.ready:
+                self.excluded.not_ready += 1
+            elif node.unschedulable:
+                self.excluded.unschedulable += 1
             else:
                 self._add(node, free.get(node.name, {}), (totals or {}).get(node.name, {}))
 

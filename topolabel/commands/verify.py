@@ -12,7 +12,7 @@ from labeler.model import Snapshot
 from labeler.nodes import read_document
 from labeler.verify import Report, compare_sources, label_drift
 
-from ..output import console, emit
+from ..output import console, emit, name_column
 from ..pipeline import discover, source_options
 from .common import cluster_nodes, config_of, snapshot_of
 
@@ -81,7 +81,8 @@ def _table(report: Report, limit: int = 50) -> None:
               f"only in {report.a}: {len(report.only_in_a)}, only in {report.b}: {len(report.only_in_b)}")
     if report.disagreements:
         table = Table()
-        for col in ("node", "level", report.a, report.b):
+        name_column(table, "node", (d.node for d in report.disagreements[:limit]))
+        for col in ("level", report.a, report.b):
             table.add_column(col, overflow="fold")
         for d in report.disagreements[:limit]:
             table.add_row(d.node, d.level, d.a or "(none)", d.b or "(none)")
