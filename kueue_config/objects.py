@@ -20,7 +20,7 @@ from labeler.nodes import Node
 
 from .quantities import format_quantity, parse
 
-MAX_FLAVORS = 16  # per resource group, from the ClusterQueue schema
+MAX_FLAVORS = 64  # per resource group, from the v0.19.2 ClusterQueue schema (resourceGroups[].flavors maxItems)
 
 
 @dataclass
