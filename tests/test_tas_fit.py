@@ -221,8 +221,9 @@ def test_fit_and_show_read_a_live_cluster(tmp_path: Path, capsys) -> None:
         shown = json.loads(capsys.readouterr().out)
         pod_queries = [q for path, q in kube.requests if path == "/api/v1/pods"]
     assert pod_queries and pod_queries[0]["fieldSelector"] == ["status.phase!=Succeeded,status.phase!=Failed"]
-    assert [(d["name"], d["free"], d["total"]) for d in shown["domains"]] == [("b1", 24, 32), ("b2", 24, 32)]
-    assert [(r["name"], r["free"]) for r in shown["domains"][1]["children"]] == [("r3", 24)]
+    [flavor] = shown["flavors"]
+    assert [(d["name"], d["free"], d["total"]) for d in flavor["domains"]] == [("b1", 24, 32), ("b2", 24, 32)]
+    assert [(r["name"], r["free"]) for r in flavor["domains"][1]["children"]] == [("r3", 24)]
 
 
 def test_fit_without_a_kueue_setup_is_a_clear_error(tmp_path: Path, capsys) -> None:
@@ -236,4 +237,6 @@ def test_nothing_to_place_still_answers(count: int) -> None:
     job = batch_job(1, {REQ: RACK})
     job["spec"]["parallelism"] = count
     report = run(job, cluster())
-    assert report["fits"] is bool(count)
+    # Kueue skips TAS for a PodSet of 0 pods and admits the rest
+    assert report["fits"] and report["podsets"][0]["placed_pods"] == count
+    assert report["podsets"][0]["note"] == ("no pods to place" if count == 0 else "")

@@ -91,7 +91,7 @@ def test_slice_size_missing_or_not_dividing_the_pod_count() -> None:
     assert "is not specified" in i.message and SLICE_LEVEL in i.fix
     j = _one(_findings(batch_job(8, {REQ: RACK, SLICE_LEVEL: BLOCK, SLICE_SIZE: "4"})),
              f'spec.template.metadata.annotations["{SLICE_LEVEL}"]')
-    assert "above the PodSet level" in j.message
+    assert "is above the podset topology" in j.message and j.effect == "pending"
 
 
 def test_queue_name_given_as_an_annotation() -> None:
@@ -117,7 +117,7 @@ def test_values_and_groups_kueue_rejects() -> None:
            "spec": {"leaderWorkerTemplate": {"size": 4,
                                              "leaderTemplate": pod_template(annotations={REQ: BLOCK, GROUP: "g"}),
                                              "workerTemplate": pod_template(annotations={REQ: RACK, GROUP: "g"})}}}
-    [m] = [x for x in _findings(lws) if "same required or preferred level" in x.message]
+    [m] = [x for x in _findings(lws) if "topology consistent with" in x.message]
     assert m.path == ("spec.leaderWorkerTemplate.leaderTemplate.metadata.annotations"
                       f'["{GROUP}"], spec.leaderWorkerTemplate.workerTemplate.metadata.annotations["{GROUP}"]')
 

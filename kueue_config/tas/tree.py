@@ -34,15 +34,19 @@ class Domain:
 class Leaf(Domain):
     """A lowest-level domain: one node when the lowest level is the hostname, else all nodes sharing it."""
 
-    __slots__ = ("id", "free", "total", "node_count", "node")
+    __slots__ = ("id", "free", "total", "node_names", "node")
 
     def __init__(self, values: tuple[str, ...], parent: Domain | None, leaf_id: str) -> None:
         super().__init__(values, parent)
         self.id = leaf_id
         self.free: Resources = {}
         self.total: Resources = {}
-        self.node_count = 0
+        self.node_names: list[str] = []
         self.node: Node | None = None
+
+    @property
+    def node_count(self) -> int:
+        return len(self.node_names)
 
 
 @dataclass
@@ -106,7 +110,7 @@ class TASTree:
             self.levels[-1][values] = leaf
         if self.hostname_lowest and leaf.node is None:
             leaf.node = node
-        leaf.node_count += 1
+        leaf.node_names.append(node.name)
         for key, value in free.items():
             leaf.free[key] = leaf.free.get(key, 0) + value
         for key, value in total.items():
