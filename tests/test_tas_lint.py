@@ -20,6 +20,7 @@ UNC = "kueue.x-k8s.io/podset-unconstrained-topology"
 SLICE_LEVEL = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 GROUP = "kueue.x-k8s.io/podset-group-name"
+LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 ANN = "spec.template.metadata.annotations"
 
 
@@ -158,3 +159,46 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, capsys, text: str, messag
     assert main(["job", "check", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def _verdict(findings: list[Finding]) -> str:
+    effects = {f.effect for f in findings if f.severity == "error"}
+    return "rejected" if "rejected" in effects else "no-workload" if "no-workload" in effects else "accepted"
+
+
+def test_check_agrees_with_kueues_validation_on_the_manifest_table() -> None:
+    from tests.tas_manifests import MANIFESTS
+    assert len(MANIFESTS) >= 30
+    assert {m.verdict for m in MANIFESTS} == {"accepted", "rejected", "no-workload"}
+    got = {m.name: _verdict(lint([workload_of(m.obj, "test")])) for m in MANIFESTS}
+    assert got == {m.name: m.verdict for m in MANIFESTS}
+
+
+def test_where_kueue_accepts_check_says_what_the_scheduler_does() -> None:
+    from tests.tas_manifests import MANIFESTS
+    by_name = {m.name: lint([workload_of(m.obj, "test")]) for m in MANIFESTS}
+    [pairs] = [f for f in by_name["PyTorchJob group of 2 and 3 pods"] if GROUP in f.path]
+    assert (pairs.severity, pairs.effect) == ("error", "stuck") and "Kueue accepts it" in pairs.message
+    assert "treats master as a one-pod leader: it places 1 of its 2 pods" in pairs.message
+    assert "rejects" not in pairs.message
+    [levels] = [f for f in by_name["PyTorchJob group with different levels"] if GROUP in f.path]
+    assert levels.effect == "note" and "places both by worker's request" in levels.message
+    [alone] = [f for f in by_name["group on a Job's only PodSet"] if GROUP in f.path]
+    assert alone.severity == "warning" and "rejects" not in alone.message
+
+
+def test_a_job_without_annotations_says_what_kueue_does_in_its_queue() -> None:
+    plain = batch_job(4)
+    [implied] = [f for f in _findings(plain, tas_only=True) if f.path == ANN]
+    assert "implied TAS" in implied.message and "without topology" not in implied.message
+    [other] = [f for f in _findings(plain, tas_only=False) if f.path == ANN]
+    assert "kube-scheduler places the pods" in other.message
+
+
+def test_multi_layer_levels_and_order_are_checked_against_the_topology() -> None:
+    from tests.tas_manifests import layers
+    wrong_order = batch_job(8, {REQ: BLOCK, LAYERS: layers((HOST, 4), (RACK, 2))})
+    [f] = [f for f in _findings(wrong_order) if f.effect == "pending"]
+    assert f"additional slice layer topology {RACK} must be at a lower level than {HOST}" in f.message
+    unknown = batch_job(8, {REQ: BLOCK, LAYERS: layers(("example.com/zone", 4))})
+    assert [f.effect for f in _findings(unknown) if "zone" in f.message] == ["pending"]
