@@ -353,5 +353,5 @@ def test_the_table_counts_the_pods_its_rows_count_in_80_columns(tmp_path: Path, 
     assert ("couldn't assign flavors to pod set master: topology \"topo\" allows to fit only 4 out of 5 pod(s)"
             in text)
     assert "nodes left out: 1 in other pools (not pool=h100, flavor gpus)" in text
-    rows = [line for line in lines if line.startswith("│ master") or line.startswith("│ worker")]
-    assert [int(r.split("│")[2]) for r in rows] == [1, 5]  # 1 + 5 = the 6 of the first line
+    rows = [line.split() for line in lines if line.startswith(("master ", "worker "))]
+    assert [int(r[1]) for r in rows] == [1, 5]  # 1 + 5 = the 6 of the first line

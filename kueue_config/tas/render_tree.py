@@ -18,6 +18,7 @@ from rich.tree import Tree
 from .tree import Domain, Exclusions, Leaf, TASTree
 
 SHORT = 12  # characters of a long value kept in its short name
+KEEP = 24  # values up to this long (node names, readable domain names) are shown whole
 
 
 @dataclass
@@ -78,7 +79,7 @@ def short_names(values: Sequence[str]) -> dict[str, str]:
     """Each value, or its first characters and an ellipsis when long, grown until unique among `values`."""
     out: dict[str, str] = {}
     for value in values:
-        if len(value) <= SHORT + 4:
+        if len(value) <= KEEP:
             out[value] = value
     long = [v for v in values if v not in out]
     size = SHORT

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -13,6 +14,7 @@ from kueue_config.tas.capacity import free_capacity
 from kueue_config.tas.fit import FitReport, PodSetFit, fit
 from kueue_config.tas.gates import Gates
 from kueue_config.tas.lint import LintContext, lint, rejections
+from kueue_config.tas.render_tree import short_names
 from kueue_config.tas.setup import Queue, TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
@@ -72,23 +74,19 @@ def _request(p: PodSetFit) -> str:
     return f"{p.mode} {p.level.rsplit('/', 1)[-1] if p.level else ''}".strip()
 
 
-def _where(p: PodSetFit) -> str:
-    if not p.fits:
-        return "-"
-    if not p.domains:
-        return p.note or "-"
-    return "\n".join("/".join(d["values"]) + f" ({d['pods']})" for d in p.domains)
+def _where(p: PodSetFit) -> list[str]:
+    """The domains at the placement level, by short name (hash values cut), with their pods."""
+    names = short_names([d["values"][-1] for d in p.domains])
+    return [f"{names[d['values'][-1]]} ({d['pods']})" for d in p.domains] or ["-"]
 
 
-def _nodes(p: PodSetFit) -> str:
+def _nodes(p: PodSetFit) -> list[str]:
     if not p.fits:
-        return f"[red]{escape(p.message)}[/]"
-    lines = [f"{n.get('node') or n.get('domain')}: {n['pods']}" for n in p.nodes[:SHOWN_NODES]]
+        return ["[red]no place[/]"]
+    lines = [escape(f"{n.get('node') or n.get('domain')}: {n['pods']}") for n in p.nodes[:SHOWN_NODES]]
     if len(p.nodes) > SHOWN_NODES:
         lines.append(f"+{len(p.nodes) - SHOWN_NODES} more (-o json)")
-    if p.note and p.domains:
-        lines.append(f"[yellow]{escape(p.note)}[/]")
-    return "\n".join(escape(x) if not x.startswith("[yellow]") else x for x in lines) or "-"
+    return lines or ["-"]
 
 
 def print_report(workload: Workload, report: FitReport) -> None:
@@ -104,21 +102,25 @@ def print_report(workload: Workload, report: FitReport) -> None:
               + (f"; {escape(', '.join(where))}" if where else ""))
     if report.kueue_message:
         con.print(f"Kueue: {escape(report.kueue_message)}")
-    table = Table()
     several = workload.workloads > 1
-    name_column(table, "PodSet", [(f"{p.workload}/" if several else "") + p.podset for p in report.podsets])
+    rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), "\n".join(_where(p)),
+             "\n".join(_nodes(p))) for p in report.podsets]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    name_column(table, "PodSet", [r[0] for r in rows])
     table.add_column("pods", justify="right")
     table.add_column("request")
-    table.add_column("placed in", overflow="fold")
-    table.add_column("pods per node / Kueue's message", overflow="fold", ratio=1)
-    for p in report.podsets:
-        table.add_row((f"{p.workload}/" if several else "") + p.podset, str(p.pods), escape(_request(p)),
-                      escape(_where(p)), _nodes(p))
+    name_column(table, "placed in", [r[3] for r in rows])
+    name_column(table, "nodes: pods", [r[4] for r in rows])
+    for row in rows:
+        table.add_row(*(escape(x) for x in row[:4]), row[4])
     con.print(table)
+    for p in report.podsets:
+        if p.note:
+            con.print(f"[yellow]note:[/] PodSet {escape(p.podset)}: {escape(p.note)}")
     excluded = report.excluded.text(report.flavor, report.flavor_labels)
     if excluded:
         con.print(f"nodes left out: {escape(excluded)}")
-    if len(report.attempts) > 1:
+    if any(not a.fits for a in report.attempts) and len(report.attempts) > 1:
         tried = "; ".join(f"{'+'.join(a.flavors) or '(none)'}: {'fits' if a.fits else 'no'}" for a in report.attempts)
         con.print(f"scheduling cycles Kueue would run: {escape(tried)}")
     for note in report.problems:

@@ -105,7 +105,7 @@ def run_annotate(args: argparse.Namespace) -> int:
         if keys is None:
             notes.append(f"{workload.ref}: level {level} not checked against a Topology (no --kueue-dir, "
                          "--snapshot or --kubeconfig)")
-    out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"))
+    out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"), indent=jobfile.guess_indent(text))
     if args.in_place and args.file != "-":
         Path(args.file).write_text(out)
     else:
