@@ -4,7 +4,9 @@
 (`-N -S -P`), and the `Truth` (each host's leaf group and block, the HCAs left with the default
 description, the cables cut, the links slowed down). Shapes: a 2-level leaf/spine tree, a 3-level tree with
 pods (blocks) under cores, rail-optimised scalable units (one leaf per rail, optionally rail-grouped
-spines), dual-port HCAs, storage leaves that every host also reaches. Damage is drawn from a seeded RNG.
+spines), dual-port HCAs, storage leaves that every host also reaches, leaves with no host yet, service
+hosts (UFM, storage heads) that are not compute nodes, and a leaf cabled to another pod's spine. Damage is
+drawn from a seeded RNG.
 
     python -m hack.ibfabric --pods 2 --sus 4 --rails 8 --hosts 4 --spines 8 --cores 4 -o fabric.net
 """
@@ -42,6 +44,9 @@ class Spec:
     cut_hca_links: int = 0  # host cables missing (on hosts with more than one link)
     cut_uplinks: int = 0  # leaf-spine cables missing, on different leaves
     slow_uplinks: int = 0  # leaf-spine links at 1x width or one speed lower
+    empty_leaves: int = 0  # leaves in pod 1 with no host cabled (host ports left free), uplinked like the others
+    service_hosts: int = 0  # UFM / storage heads with one HCA on a rail-1 leaf of pod 1: not compute nodes
+    cross_pod_cables: int = 0  # single cables from a pod-1 leaf to a spine of pod 2 (needs pods >= 2)
     seed: int = 0
 
 
@@ -56,6 +61,9 @@ class Truth:
     cut_uplinks: list[tuple[str, int]] = field(default_factory=list)  # (leaf switch name, port)
     slow_links: list[tuple[str, int, str]] = field(default_factory=list)  # (leaf name, port, rate)
     cut_hosts: dict[str, set[str]] = field(default_factory=dict)  # host -> leaf names it lost a cable to
+    empty_leaves: list[str] = field(default_factory=list)  # names of the leaves without hosts
+    service: dict[str, str] = field(default_factory=dict)  # service host -> the leaf it is cabled to
+    cross_cables: list[tuple[str, str]] = field(default_factory=list)  # (leaf name, other pod's spine name)
 
     def named_hosts(self) -> set[str]:
         """Hosts a reader places without a GUID map: at least one HCA keeps a named description."""
@@ -71,6 +79,7 @@ class Node:
     nports: int = 0
     ports: dict[int, tuple[str, int, str]] = field(default_factory=dict)  # port -> (remote id, port, rate)
     name: str = ""  # the readable switch name a reader should derive
+    reserved: int = 0  # ports 1..reserved stay free (a leaf's host ports when no host is cabled)
 
 
 @dataclass
@@ -128,7 +137,7 @@ class Fabric:
 
 
 def _free(node: Node) -> int:
-    port = 1
+    port = node.reserved + 1
     while port in node.ports:
         port += 1
     if port > node.nports:
@@ -142,16 +151,20 @@ def build(spec: Spec) -> Fabric:
         raise ValueError("rail-grouped spines without cores make one separate subnet per rail")
     if spec.pods > 1 and not spec.cores:
         raise ValueError("pods are joined by cores: give cores > 0")
+    if spec.cross_pod_cables and spec.pods < 2:
+        raise ValueError("a cable to another pod's spine needs pods >= 2")
     rng = random.Random(spec.seed)
     fabric = Fabric(spec)
     guids = _Guids(rng)
     rate = f"4x{spec.speed}"
     cores = [fabric.add(_switch(spec, guids, "core", f"core{c + 1}", c + 1)) for c in range(spec.cores)]
     first_spines: list[Node] = []
+    pod_spines: list[list[Node]] = []
     for pod in range(spec.pods):
         spines = [fabric.add(_switch(spec, guids, "spine", f"p{pod + 1}-spine{s + 1}", s + 1, pod + 1))
                   for s in range(spec.spines)]
         first_spines = first_spines or spines
+        pod_spines.append(spines)
         for spine in spines:
             for core in cores:
                 fabric.link(spine.id, core.id, rate)
@@ -161,6 +174,12 @@ def build(spec: Spec) -> Fabric:
         for su in range(spec.sus):
             for n in range(spec.hosts):
                 _host(fabric, guids, pod, su, n, leaves, rate)
+        if pod == 0:
+            for e in range(spec.empty_leaves):  # a unit whose hosts are not installed: host ports stay free
+                leaf = fabric.add(_switch(spec, guids, "leaf", f"p1-empty{e + 1}", 1, 1, spec.sus + e + 1))
+                leaf.reserved = spec.hosts
+                leaves[(spec.sus + e, 0)] = leaf
+                fabric.truth.empty_leaves.append(leaf.name)
         for (su, rail), leaf in sorted(leaves.items()):
             for spine in _spines_of(spec, spines, rail):
                 for _ in range(spec.uplinks):
@@ -175,8 +194,29 @@ def build(spec: Spec) -> Fabric:
     for leaf in storage:
         for spine in first_spines:
             fabric.link(leaf.id, spine.id, rate)
+    _service_hosts(fabric, guids, rate)
+    _cross_pod_cables(fabric, rng, pod_spines, rate)
     _damage(fabric, rng)
     return fabric
+
+
+def _service_hosts(fabric: Fabric, guids: "_Guids", rate: str) -> None:
+    """UFM servers and storage heads: one HCA each, on the rail-1 leaf of pod 1's first unit."""
+    leaf = fabric.nodes["sw-p1-su1-r1"]
+    for s in range(fabric.spec.service_hosts):
+        host = f"{'ufm' if s % 2 == 0 else 'stor'}-{s // 2 + 1:02d}"
+        hca = fabric.add(Node(f"hca-{host}-mlx5_0", "Ca", guids.next("Ca"), f"{host} mlx5_0", 1))
+        fabric.link(hca.id, leaf.id, rate)
+        fabric.truth.service[host] = leaf.name
+
+
+def _cross_pod_cables(fabric: Fabric, rng: random.Random, pod_spines: list[list[Node]], rate: str) -> None:
+    """A pod-1 leaf cabled to a spine of pod 2, as a cable plugged into the wrong patch panel."""
+    leaves = sorted(n.id for n in fabric.nodes.values() if n.id.startswith("sw-p1-su"))
+    for leaf_id in rng.sample(leaves, fabric.spec.cross_pod_cables):
+        spine = rng.choice(pod_spines[1])
+        fabric.link(leaf_id, spine.id, rate)
+        fabric.truth.cross_cables.append((fabric.nodes[leaf_id].name, spine.name))
 
 
 class _Guids:

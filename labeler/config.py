@@ -14,6 +14,10 @@
       topologyName: default
       clusterQueue: gpu
       localQueues: [{name: gpu, namespaces: [team-a]}]
+    export:
+      slurm:
+        topologies:                    # topology.yaml's named topologies (docs/exports.md)
+          - {name: gpu, plugin: block, nodeSelector: {nvidia.com/gpu.present: "true"}, clusterDefault: true}
 """
 
 from __future__ import annotations
@@ -79,6 +83,25 @@ class KueueConfig(_Model):
     local_queues: list[LocalQueueConfig] = Field(default_factory=list, alias="localQueues")
 
 
+class SlurmTopologyConfig(_Model):
+    """One named topology of topology.yaml (`topolabel export slurm --format yaml`); checked by the exporter."""
+
+    name: str
+    plugin: str = "tree"  # tree, block or flat
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
+    cluster_default: bool = Field(False, alias="clusterDefault")
+    block_level: str | None = Field(None, alias="blockLevel")
+    block_sizes: list[int] = Field(default_factory=list, alias="blockSizes")
+
+
+class SlurmExportConfig(_Model):
+    topologies: list[SlurmTopologyConfig] = Field(default_factory=list)
+
+
+class ExportConfig(_Model):
+    slurm: SlurmExportConfig = Field(default_factory=SlurmExportConfig)
+
+
 class Config(_Model):
     key_prefix: str = Field(DEFAULT_PREFIX, alias="keyPrefix")
     levels: list[LevelConfig] = Field(default_factory=list)
@@ -87,6 +110,7 @@ class Config(_Model):
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
     pools: PoolConfig = Field(default_factory=PoolConfig)
     kueue: KueueConfig = Field(default_factory=KueueConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
 
     @field_validator("key_prefix")
     @classmethod

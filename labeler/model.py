@@ -12,9 +12,9 @@ from typing import Any, Iterable, Mapping
 from .errors import TopologyError
 
 # Level names that hold an accelerator (multi-node NVLink) domain: the labels source's `nvlink` preset
-# (`nvidia.com/gpu.clique`) and AWS's UltraServer `capacity-block`. Exports treat them as the unit a job
+# (`nvidia.com/gpu.clique`), AWS's UltraServer `capacity-block` and Topograph's `accelerator`. Exports treat them as the unit a job
 # should stay inside (Slurm's block).
-ACCELERATOR_LEVELS = ("nvlink", "capacity-block")
+ACCELERATOR_LEVELS = ("nvlink", "capacity-block", "accelerator")
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,14 @@ from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream, write_dir
 
 from ..output import problems_table
-from .common import config_of, snapshot_of
+from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
   topolabel export slurm --snapshot snap.json > topology.conf
   topolabel export slurm --snapshot snap.json --format block --block-level rack --strip-domain
   topolabel export slurm --snapshot snap.json --format yaml --slurm-name '^gke-(.*)$=\\1' > topology.yaml
+  topolabel export slurm --snapshot snap.json --nodes nodes.yaml --no-topology --trim-tiers 1
+  topolabel export slurm --snapshot snap.json --config topolabel.yaml --kubeconfig ~/.kube/config --format yaml
   topolabel export volcano --snapshot snap.json | kubectl apply -f -
   topolabel export kai --snapshot snap.json --output-dir gitops/kai
 """
@@ -43,9 +45,10 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
-    snap = snapshot_of(args, cfg)
+    nodes = cluster_nodes(args, required=False)  # only when named: for the exporter and the source alike
+    snap = snapshot_of(args, cfg, nodes or None)
     exporter: Exporter = args.exporter
-    result = exporter.export(snap, cfg, vars(args))
+    result = exporter.export(snap, cfg, vars(args), nodes)
     if result.problems:
         problems_table(result.problems, sys.stderr)
     if not exporter.objects:
