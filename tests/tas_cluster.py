@@ -31,7 +31,9 @@ def node(name: str, block: str | None = None, rack: str | None = None, gpus: int
 
 def pod(name: str, node_name: str | None, gpus: int, phase: str = "Running",
         annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", GPU: str(gpus)}}}]}
+    # an extended resource needs its limit equal to its request, or the API server refuses the pod
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", GPU: str(gpus)},
+                                                                       "limits": {GPU: str(gpus)}}}]}
     if node_name:
         spec["nodeName"] = node_name
     return {"apiVersion": "v1", "kind": "Pod",

@@ -62,12 +62,15 @@ def _grouped(message: str, workload: Workload) -> str:
 
 
 def decided(results: list[dict[str, Any]], workload: Workload) -> list[dict[str, Any]]:
-    """Kueue's decisions cut to what a test compares: admitted, pods per domain per PodSet, the first message."""
+    """Kueue's decisions cut to what a test compares: admitted, pods per domain per PodSet, the message of each
+    scheduling cycle that failed, and the last one (a pending Workload keeps it once every flavor was tried,
+    until something in the cluster makes Kueue try them all again)."""
     out = []
     for r in results:
         placed = {ps["name"]: {"/".join(d["values"]): d["count"] for d in ps["domains"]} for ps in r["podSets"] or []}
+        cycles = [_grouped(m, workload) for m in r["messages"]]
         out.append({"admitted": r["admitted"], "placed": placed if r["admitted"] else {},
-                    "message": _grouped(r["messages"][0], workload) if r["messages"] else ""})
+                    "message": cycles[-1] if cycles and not r["admitted"] else "", "cycles": cycles})
     return out
 
 
@@ -81,7 +84,7 @@ def predicted(report: FitReport, workload: Workload) -> list[dict[str, Any]]:
         podsets = by_workload[index]
         admitted = all(p.fits for p in podsets)
         placed = {p.podset: {n.get("node") or n["domain"]: n["pods"] for n in p.nodes} for p in podsets}
-        failures = [a.message for a in report.attempts if a.workload == index and not a.fits]
+        cycles = [_grouped(a.message, workload) for a in report.attempts if a.workload == index and not a.fits]
         out.append({"admitted": admitted, "placed": placed if admitted else {},
-                    "message": _grouped(failures[0], workload) if failures else ""})
+                    "message": "" if admitted else _grouped(report.kueue_message, workload), "cycles": cycles})
     return out

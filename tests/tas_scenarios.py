@@ -132,11 +132,12 @@ def pytorchjob(masters: int, workers: int, master_ann: dict[str, str], worker_an
 
 
 def admitted(placed: dict[str, dict[str, int]]) -> dict[str, Any]:
-    return {"admitted": True, "placed": placed, "message": ""}
+    return {"admitted": True, "placed": placed, "message": "", "cycles": []}
 
 
 def pending(message: str) -> dict[str, Any]:
-    return {"admitted": False, "placed": {}, "message": message}
+    """Pending with one flavor: one cycle, and its message."""
+    return {"admitted": False, "placed": {}, "message": message, "cycles": [message]}
 
 
 def layers(*pairs: tuple[str, int]) -> str:

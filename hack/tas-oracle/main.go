@@ -13,7 +13,8 @@
 //          "levels", "domains": [{"values", "count"}]}]}]}
 // Workloads are scheduled one after another; an admitted one holds its capacity for the next (as the
 // Workloads of a LeaderWorkerSet's replicas do). A Workload is tried for up to maxCycles scheduling cycles,
-// each resuming the flavor search where the one before stopped, as Kueue's scheduler does.
+// each resuming the flavor search where the one before stopped, as Kueue's scheduler does, until no flavor
+// is left to try (Kueue then parks it until the cluster changes; the last message is the one it keeps).
 package main
 
 import (
@@ -195,6 +196,11 @@ func run(ctx context.Context, log logr.Logger, sc scenario) ([]workloadOut, erro
 				break
 			}
 			result.Messages = append(result.Messages, assignment.Message())
+			// With no flavor left to try, Kueue parks the Workload until the cluster changes; its message
+			// stays this cycle's.
+			if !assignment.LastState.PendingFlavors() {
+				break
+			}
 			state, _ := json.Marshal(assignment.LastState.LastTriedFlavorIdx)
 			if seen[string(state)] {
 				break

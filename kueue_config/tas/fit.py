@@ -5,7 +5,8 @@ gets a flavor per resource group the way Kueue's flavor assigner picks one: the 
 attempt stopped, that passes the TAS, taint and node-affinity checks (quota is not modelled). The PodSets
 that use TAS are then placed by `placer.Placer` in their flavor's `tree.TASTree`, flavors in name order.
 When a placement fails, Kueue moves every group on to its next flavor in a later scheduling cycle; `fit`
-follows those cycles until one admits the Workload or they come round again. A LeaderWorkerSet makes
+follows those cycles until one admits the Workload or they come round again, and then reports the last
+cycle's message, the one the pending Workload keeps. A LeaderWorkerSet makes
 one Workload per replica; they are admitted one after another, each seeing what the earlier ones took.
 """
 
@@ -404,25 +405,26 @@ class _WorkloadFit:
         return PodSetFit(self.index, m.podset.name, m.podset.count, m.mode, level, False, message=message)
 
     def run(self) -> tuple[_Cycle, list[Attempt]]:
-        """Cycles until one admits the Workload, or the searches come round again; the first failure otherwise."""
+        """Cycles until one admits the Workload, or the searches come round again.
+
+        When none admits it, the answer is the last cycle's: once every flavor has been tried Kueue parks the
+        Workload, and its QuotaReserved message stays the one that cycle wrote.
+        """
         starts, seen = self.first_starts(), set()
         attempts: list[Attempt] = []
-        first: _Cycle | None = None
+        last: _Cycle | None = None
         while True:
             key = tuple(tuple(s) for s in starts)
             if key in seen:
                 break
             seen.add(key)
-            outcome = self.cycle(starts)
-            attempts.append(Attempt(self.index, outcome.flavors, outcome.fits, outcome.message))
-            if outcome.fits:
-                return outcome, attempts
-            first = first or outcome
-            if outcome.hopeless:
+            last = self.cycle(starts)
+            attempts.append(Attempt(self.index, last.flavors, last.fits, last.message))
+            if last.fits or last.hopeless:
                 break
-            starts = outcome.next_starts
-        assert first is not None
-        return first, attempts
+            starts = last.next_starts
+        assert last is not None
+        return last, attempts
 
 
 def _merge(total: dict[str, Resources], more: Mapping[str, Resources]) -> None:

@@ -120,9 +120,13 @@ def print_report(workload: Workload, report: FitReport) -> None:
     excluded = report.excluded.text(report.flavor, report.flavor_labels)
     if excluded:
         con.print(f"nodes left out: {escape(excluded)}")
-    if any(not a.fits for a in report.attempts) and len(report.attempts) > 1:
-        tried = "; ".join(f"{'+'.join(a.flavors) or '(none)'}: {'fits' if a.fits else 'no'}" for a in report.attempts)
-        con.print(f"scheduling cycles Kueue would run: {escape(tried)}")
+    failed = [a for a in report.attempts if not a.fits]
+    if len(report.attempts) > 1 and failed:
+        con.print("Kueue tries the flavors in turn, one scheduling cycle each (and again whenever the cluster "
+                  "changes, so a pending Workload shows each message in turn):")
+        for a in report.attempts:
+            outcome = "admits it" if a.fits else escape(a.message)
+            con.print(f"  {escape('+'.join(a.flavors) or '(no flavor)')}: {outcome}")
     for note in report.problems:
         con.print(f"[yellow]note:[/] {escape(note)}")
 
