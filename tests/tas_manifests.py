@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
+from kueue_config.tas.lint import Finding
 from tests.tas_cluster import pod_template
 from tests.tas_scenarios import (BLOCK, GROUP, LAYERS, PREF, QUEUE, RACK, REQ, SLICE_LEVEL, SLICE_SIZE, UNC, job,
                                  jobset, lws, pytorchjob)
@@ -33,6 +34,12 @@ class Manifest:
     obj: dict[str, Any]
     verdict: str
     origin: str = ""
+
+
+def verdict(findings: Sequence[Finding]) -> str:
+    """`job check`'s findings as Kueue's verdict: any rejection, else a Workload that cannot be created, else accepted."""
+    effects = {f.effect for f in findings if f.severity == "error"}
+    return REJECTED if "rejected" in effects else NO_WORKLOAD if "no-workload" in effects else ACCEPTED
 
 
 def layers(*pairs: tuple[str, int]) -> str:

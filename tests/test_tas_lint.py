@@ -161,16 +161,11 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, capsys, text: str, messag
     assert message in err and err.count("\n") == 1
 
 
-def _verdict(findings: list[Finding]) -> str:
-    effects = {f.effect for f in findings if f.severity == "error"}
-    return "rejected" if "rejected" in effects else "no-workload" if "no-workload" in effects else "accepted"
-
-
 def test_check_agrees_with_kueues_validation_on_the_manifest_table() -> None:
-    from tests.tas_manifests import MANIFESTS
+    from tests.tas_manifests import MANIFESTS, verdict
     assert len(MANIFESTS) >= 30
     assert {m.verdict for m in MANIFESTS} == {"accepted", "rejected", "no-workload"}
-    got = {m.name: _verdict(lint([workload_of(m.obj, "test")])) for m in MANIFESTS}
+    got = {m.name: verdict(lint([workload_of(m.obj, "test")])) for m in MANIFESTS}
     assert got == {m.name: m.verdict for m in MANIFESTS}
 
 
