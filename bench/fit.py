@@ -20,8 +20,9 @@ from typing import Any, Callable
 from bench.table import print_table
 from hack.synth import H100, gke_cluster
 from kueue_config.tas.capacity import free_capacity, parse_pods
-from kueue_config.tas.fit import build_tree, fit
-from kueue_config.tas.setup import Flavor
+from kueue_config.tas.fit import fit
+from kueue_config.tas.setup import Flavor, Queue
+from kueue_config.tas.tree import build_tree
 from kueue_config.tas.workloads import workload_of
 from labeler.names import HOSTNAME
 from labeler.nodes import parse_nodes
@@ -90,7 +91,7 @@ def main() -> None:
 
     load_s, (nodes, free) = timed(load, args.repeat)
     tree_s, _ = timed(lambda: build_tree(KEYS, nodes, free), args.repeat)
-    flavor = Flavor("h100", {}, (TOLERATION,), "topo")
+    queue = Queue.of([Flavor("h100", {}, (TOLERATION,), "topo", levels=KEYS)])
     queries = {
         "required block, 64 pods": job(64, {"kueue.x-k8s.io/podset-required-topology": KEYS[0]}),
         "preferred subblock, 64 pods": job(64, {"kueue.x-k8s.io/podset-preferred-topology": KEYS[1]}),
@@ -104,7 +105,7 @@ def main() -> None:
             {"step": "build tree (one flavor)", "fits": "-", "median s": f"{tree_s:.3f}"}]
     for name, manifest in queries.items():
         workload = workload_of(manifest, "bench")
-        seconds, report = timed(lambda w=workload: fit(w, nodes, free, "topo", KEYS, [flavor]), args.repeat)
+        seconds, report = timed(lambda w=workload: fit(w, nodes, free, queue), args.repeat)
         rows.append({"step": f"query (tree + placement): {name}", "fits": str(report.fits),
                      "median s": f"{seconds:.3f}"})
     print_table(f"fit: {len(nodes)} nodes, {len(pod_items)} pods, {args.repeat} runs each", rows)
