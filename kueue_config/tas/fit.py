@@ -22,7 +22,7 @@ from labeler.nodes import Node
 from .annotations import RequestError, TopologyRequest, build_request
 from .capacity import PODS, Resources, affinity_matches, pod_requests, untolerated_taint
 from .gates import Gates
-from .placer import NoFit, Placer, PodSetRequest, podset_request
+from .placer import NoFit, Placement, Placer, PodSetRequest, podset_request
 from .setup import Flavor, Queue
 from .tree import Exclusions, TASTree, build_tree
 from .workloads import ELASTIC_JOB, PodSet, Workload
@@ -252,7 +252,7 @@ class _Trees:
         return self.built[flavor.name]
 
 
-def add_usage(usage: dict[str, Resources], leaf_id: str, requests: Mapping[str, int], pods: int) -> None:
+def _add_usage(usage: dict[str, Resources], leaf_id: str, requests: Mapping[str, int], pods: int) -> None:
     """Charge `pods` pods of `requests` (and a `pods` slot each) to a leaf, as Kueue's TAS usage does."""
     used = usage.setdefault(leaf_id, {})
     for key, value in {**requests, PODS: requests.get(PODS, 0) + 1}.items():
@@ -267,7 +267,8 @@ def _leader_and_workers(reqs: list[PodSetRequest]) -> tuple[PodSetRequest, PodSe
     return workers, leader
 
 
-def _placed(index: int, req: PodSetRequest, flavor: Flavor, tree: TASTree, placement: Any, most: int) -> PodSetFit:
+def _placed(index: int, req: PodSetRequest, flavor: Flavor, tree: TASTree, placement: Placement,
+            most: int) -> PodSetFit:
     chosen = placement.leaves.get(req.name)
     placed = sum(n for _, n in chosen or [])
     note = ""
@@ -306,7 +307,7 @@ def _place_flavor(trees: _Trees, flavor: Flavor, reqs: list[PodSetRequest], assu
             result = _placed(index, req, flavor, tree, placement, most)
             out.append(result)
             for leaf, n in placement.leaves.get(req.name, []):
-                add_usage(assumed, leaf.id, req.requests, n)
+                _add_usage(assumed, leaf.id, req.requests, n)
     return out, ""
 
 
