@@ -12,7 +12,7 @@ from labeler.errors import TopologyError
 from labeler.names import is_managed
 
 KUSTOMIZATION = "kustomization.yaml"
-KIND_ORDER = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+KIND_ORDER = ("Topology", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
 
 
 def dump(obj: Any) -> str:

@@ -24,5 +24,10 @@ class SourceError(TopolabelError):
     """A source could not answer at all (unreachable API, denied permission, unreadable file)."""
 
 
+class StaleInput(SourceError):
+    """The data a source reads is missing or older than allowed (a publisher stopped): the operator keeps
+    the last good topology and says how old the data is."""
+
+
 class PlanRefused(TopolabelError):
     """A label plan that would rewrite or remove too much at once; `--force` overrides it."""

@@ -12,7 +12,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -93,6 +93,24 @@ def list_pages(fetch: Callable[[str | None], Any],
         token = (data.get("metadata") or {}).get("continue")
         if not token:
             return items
+
+
+def request_json(api: client.ApiClient, method: str, path: str, *, body: Any = None,
+                 query: Iterable[tuple[str, str]] = (), content_type: str = "application/json",
+                 timeout: float | tuple[float, float] | None = None) -> Any:
+    """One call to any API path; the decoded JSON answer, or `ApiException` for a non-2xx status.
+
+    The typed clients need a method per kind and validate bodies against their models; a path and a dict
+    reach every kind (Leases, ConfigMaps, custom resources) the same way."""
+    req = api.param_serialize(method, path, query_params=list(query),
+                              header_params={"Content-Type": content_type, "Accept": "application/json"},
+                              body=body, auth_settings=["BearerToken"])
+    resp = api.call_api(*req, _request_timeout=timeout)
+    resp.read()
+    text = resp.data.decode() if resp.data else ""
+    if not 200 <= resp.status <= 299:
+        raise ApiException.from_response(http_resp=resp, body=text, data=None)
+    return json.loads(text) if text else None
 
 
 def raw_json(resp: Any) -> Any:

@@ -8,7 +8,6 @@ their flags stays cheap.
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
@@ -22,11 +21,13 @@ from labeler.nodes import Node
 
 @dataclass
 class SourceContext:
-    """What a source gets: the cluster's nodes (may be empty offline) and its merged options."""
+    """What a source gets: the cluster's nodes (may be empty offline), its merged options, and `cluster`, which
+    returns an API client for sources that read other objects than Nodes (None: no cluster to ask)."""
 
     nodes: Sequence[Node] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = "source"
+    cluster: Callable[[], Any] | None = None
 
 
 class Options(BaseModel):
@@ -61,9 +62,4 @@ def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
-        raise SourceError(f"{ctx.origin}: {validation_details(exc, '(options)')}") from None
-
-
-def snake(key: str) -> str:
-    """camelCase config keys and dashed flags to the snake_case option names sources use."""
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).replace("-", "_").lower()
+        raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None

@@ -90,7 +90,7 @@ def test_nothing_to_read_is_an_error() -> None:
 @pytest.mark.parametrize("options, fragment", [
     ({}, "either a preset"),
     ({"preset": "azure"}, "unknown preset 'azure'"),
-    ({"preset": "gke", "typo": 1}, "typo: Extra inputs are not permitted"),
+    ({"preset": "gke", "typo": 1}, "typo: unknown key; known: keys, names, preset"),
 ])
 def test_bad_options_name_the_problem(options: dict, fragment: str) -> None:
     with pytest.raises(SourceError, match=fragment):

@@ -178,5 +178,5 @@ def test_cli_named_topologies_from_the_config(tmp_path: Path) -> None:
     with contextlib.redirect_stderr(err):
         assert main(["export", "slurm", "--snapshot", str(tmp_path / "snap.json"), "--config",
                      str(tmp_path / "bad.yaml")]) == 2
-    assert "export.slurm.topologies.0" in err.getvalue().splitlines()[-1]
+    assert "export.slurm.topologies[0].nam: unknown key; did you mean 'name'?" in err.getvalue().splitlines()[-1]
 

@@ -13,7 +13,7 @@ from labeler.kube import api_error
 
 from . import version
 from .commands import COMMANDS
-from .commands.common import cluster_parent, config_parent, snapshot_parent, source_parent
+from .commands.common import cluster_parent, config_parent, output_parent, snapshot_parent, source_parent
 
 DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
 Kueue Topology-Aware Scheduling objects."""
@@ -24,8 +24,8 @@ def parser(prog: str = "topolabel") -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"%(prog)s {version.current()}")
     top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parents = {"config": config_parent(), "cluster": cluster_parent(), "snapshot": snapshot_parent(),
-               "source": source_parent()}
+    parents = {"config": config_parent(), "output": output_parent(), "cluster": cluster_parent(),
+               "snapshot": snapshot_parent(), "source": source_parent()}
     for name in COMMANDS:
         importlib.import_module(f"{__package__}.commands.{name}").register(sub, parents)
     return top

@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from labeler.errors import SourceError
 from labeler.model import Discovery
 from labeler.nodes import Node
 from labeler.placement import pad_depths
+from labeler.validation import did_you_mean
 from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION
 
 from ..base import Options, Source, SourceContext, parse_options
@@ -32,12 +33,17 @@ class LabelsOptions(Options):
     keys: list[str] | None = None
     names: list[str] | None = None
 
+    @field_validator("preset")
+    @classmethod
+    def _known(cls, preset: str | None) -> str | None:
+        if preset and preset not in PRESETS and preset != TOPOGRAPH:
+            raise ValueError(f"unknown preset {preset!r}" + did_you_mean(preset, [*PRESETS, TOPOGRAPH]))
+        return preset
+
     @model_validator(mode="after")
     def _one_of(self) -> "LabelsOptions":
         if bool(self.preset) == bool(self.keys):
             raise ValueError(f"give either a preset ({KNOWN}) or keys, not both")
-        if self.preset and self.preset not in PRESETS and self.preset != TOPOGRAPH:
-            raise ValueError(f"unknown preset {self.preset!r}; known: {KNOWN}")
         if self.names is not None and (not self.keys or len(self.names) != len(self.keys)):
             raise ValueError("names must list one level name per key")
         return self

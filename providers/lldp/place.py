@@ -11,7 +11,7 @@ leaves that hear each other are MLAG peers and leaves that share a spine share a
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 

@@ -4,4 +4,4 @@ Add a new subcommand by writing its module and naming it in `COMMANDS`.
 """
 
 COMMANDS = ("discover", "plan", "apply", "kueue", "agent", "verify", "run", "job", "fit", "show", "export",
-            "completion")
+            "config", "completion")

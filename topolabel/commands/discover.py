@@ -16,7 +16,7 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("discover", help="find where each node sits and print the snapshot",
-                            parents=[parents["config"], parents["cluster"], parents["source"]],
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.set_defaults(run=run)
 

@@ -35,7 +35,7 @@ SHOWN_NODES = 3
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("fit", help="would Kueue TAS admit this job now, in which domains",
-                            parents=[parents["config"], parents["cluster"], parents["snapshot"], tas_parent(),
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"], tas_parent(),
                                      flavor_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", metavar="FILE", help="job YAML, annotated for TAS (- for stdin)")

@@ -15,10 +15,10 @@ from kueue_config.tas.gates import Gates
 from kueue_config.tas.lint import ERROR, WARNING, LintContext, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
-from labeler.config import load_config
 from labeler.errors import TopologyError
 
 from ..output import FORMATS, console, emit
+from ..pipeline import read_config
 from .tas_common import TASContext, tas_context, tas_parent
 
 EXAMPLES = """examples:
@@ -94,7 +94,7 @@ def run_annotate(args: argparse.Namespace) -> int:
     text = jobfile.read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)
-    ctx = tas_context(args, load_config(args.config))
+    ctx = tas_context(args, read_config(args.config))
     notes: list[str] = []
     for workload in workloads:
         keys = _keys(ctx, workload, args.queue, args.topology)
@@ -118,7 +118,7 @@ def run_annotate(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     docs = jobfile.load(jobfile.read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
-    ctx = tas_context(args, load_config(args.config))
+    ctx = tas_context(args, read_config(args.config))
     findings = []
     for workload in workloads:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None

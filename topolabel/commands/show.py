@@ -34,7 +34,8 @@ EXAMPLES = """examples:
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("show", help="draw each flavor's topology with free/total GPUs per domain (terminal or SVG)",
-                            parents=[parents["config"], parents["cluster"], parents["snapshot"], tas_parent(),
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
+                                     tas_parent(),
                                      flavor_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resource", default="nvidia.com/gpu", help="resource to count (default: nvidia.com/gpu)")

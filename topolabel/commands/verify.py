@@ -6,14 +6,13 @@ import argparse
 
 from rich.table import Table
 
-from labeler.config import load_config
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
 from labeler.nodes import read_document
 from labeler.verify import Report, compare_sources, label_drift
 
 from ..output import console, emit, name_column
-from ..pipeline import discover, source_options
+from ..pipeline import discover, read_config, source_options
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -26,7 +25,8 @@ exit status: 0 when everything agrees, 1 when something differs, 2 on errors.
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("verify", help="report nodes whose labels or sources disagree",
-                            parents=[parents["config"], parents["cluster"], parents["snapshot"], parents["source"]],
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
+                                     parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", metavar="SNAPSHOT", help="compare with this snapshot instead of the labels")
     parser.add_argument("--against-config", metavar="FILE", help="compare with a discovery from this config")
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 def _other(args: argparse.Namespace, nodes: list) -> Snapshot:
     if args.against:
         return Snapshot.from_dict(read_document(args.against), args.against)
-    other = load_config(args.against_config)
+    other = read_config(args.against_config)
     source, options = source_options(other, {})
     return discover(other, source, options, nodes, origin=args.against_config)
 

@@ -18,10 +18,10 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from labeler.config import load_config
 from labeler.kube import connect
 from labeler.nodes import Node
 
+from ..pipeline import read_config
 from .controller import Controller
 from .kubeapi import Kube
 from .metrics import Health, Metrics, serve
@@ -59,7 +59,7 @@ class Operator:
     """One operator run: its metrics, health and (once started) the reconcile loop and HTTP port."""
 
     def __init__(self, opts: RunOptions) -> None:
-        load_config(opts.config_path)  # a broken config file stops the start, with the file's error
+        read_config(opts.config_path)  # a broken config file stops the start, with the file's error
         self.opts = opts
         self.metrics = Metrics()
         self.kube = Kube(connect(opts.kubeconfig, opts.context, pool=POOL_SIZE), self.metrics)

@@ -32,7 +32,8 @@ class Metrics:
         self.discovery = Histogram("topolabel_discovery_duration_seconds", "Time a source took to answer",
                                    ["source", "scope"], registry=reg,
                                    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300))
-        self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made",
+        self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made, by Kubernetes verb (get, "
+                                 "list, create, patch, apply, delete), resource and HTTP status code",
                                  ["verb", "resource", "code"], registry=reg)
         self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status)",
                               ["kind"], registry=reg)
