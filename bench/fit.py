@@ -28,8 +28,9 @@ from bench.measure import load as load_average, measure, topolabel
 from bench.table import print_table
 from hack.synth import H100, gke_cluster
 from kueue_config.tas.capacity import free_capacity, parse_pods
-from kueue_config.tas.fit import build_tree, fit
-from kueue_config.tas.setup import Flavor
+from kueue_config.tas.fit import fit
+from kueue_config.tas.setup import Flavor, Queue
+from kueue_config.tas.tree import build_tree
 from kueue_config.tas.workloads import workload_of
 from labeler.names import HOSTNAME
 from labeler.nodes import parse_nodes
@@ -130,7 +131,7 @@ def main() -> None:
     start_load = load_average()
     load_s, load_cpu, (nodes, free) = timed(load, args.repeat)
     tree_s, tree_cpu, _ = timed(lambda: build_tree(KEYS, nodes, free), args.repeat)
-    flavor = Flavor("h100", {}, (TOLERATION,), "topo")
+    queue = Queue.of([Flavor("h100", {}, (TOLERATION,), "topo", levels=KEYS)])
     queries = {
         "required block, 64 pods": job(64, {"kueue.x-k8s.io/podset-required-topology": KEYS[0]}),
         "preferred subblock, 64 pods": job(64, {"kueue.x-k8s.io/podset-preferred-topology": KEYS[1]}),
@@ -144,14 +145,11 @@ def main() -> None:
              "CPU s": f"{load_cpu:.3f}", "peak RSS MB": "-"},
             {"step": "build tree (one flavor)", "fits": "-", "median s": f"{tree_s:.3f}", "CPU s": f"{tree_cpu:.3f}",
              "peak RSS MB": "-"}]
-    trees: dict = {}
     for name, manifest in queries.items():
         workload = workload_of(manifest, "bench")
-        for label, shared in (("query", trees), ("cold query (tree + placement)", None)):
-            seconds, cpu, report = timed(lambda w=workload, t=shared: fit(w, nodes, free, "topo", KEYS, [flavor],
-                                                                          trees=t), args.repeat)
-            rows.append({"step": f"{label}: {name}", "fits": str(report.fits), "median s": f"{seconds:.3f}",
-                         "CPU s": f"{cpu:.3f}", "peak RSS MB": "-"})
+        seconds, cpu, report = timed(lambda w=workload: fit(w, nodes, free, queue), args.repeat)
+        rows.append({"step": f"query (tree + placement): {name}", "fits": str(report.fits), "median s": f"{seconds:.3f}",
+                     "CPU s": f"{cpu:.3f}", "peak RSS MB": "-"})
     rows.append(whole_command(node_items, pod_items, queries["required block, 64 pods"], args.repeat))
     print_table(f"fit: {len(nodes)} nodes, {len(pod_items)} pods, {args.repeat} runs each ({start_load} at the "
                 f"start, {load_average()} at the end)", rows)

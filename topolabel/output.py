@@ -39,11 +39,25 @@ def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
 
 
 def console(out: TextIO | None = None) -> Console:
-    """A rich console on `out` (stdout when None, looked up now so redirection works)."""
+    """A rich console on `out` (stdout when None, looked up now so redirection works), as wide as the terminal.
+
+    Not a terminal: $COLUMNS, else 80 columns, the width every table is laid out to read well at.
+    """
     from rich.console import Console
 
-    out = out or sys.stdout
-    return Console(file=out, width=max(100, Console(file=out).width), highlight=False)
+    return Console(file=out or sys.stdout, highlight=False)
+
+
+def name_column(table: Table, header: str, names: Iterable[str], cap: int = 63) -> None:
+    """A column of names (nodes, domains, PodSets) as wide as the longest, so no name is broken in the middle.
+
+    Names longer than `cap` (longer than any label value) fold rather than push every other column out.
+    """
+    width = max([len(header), *(len(line) for n in names for line in str(n).splitlines())])
+    if width <= cap:
+        table.add_column(header, no_wrap=True, min_width=width)
+    else:
+        table.add_column(header, overflow="fold", min_width=cap)
 
 
 def table(**options: Any) -> Table:
@@ -57,7 +71,8 @@ def problems_table(problems: Iterable[Problem], out: TextIO | None = None, limit
     if not problems:
         return
     grid = table(title=f"{len(problems)} problem(s)", title_justify="left")
-    for col in ("node", "source", "message"):
+    name_column(grid, "node", (p.node or "-" for p in problems[:limit]))
+    for col in ("source", "message"):
         grid.add_column(col, overflow="fold")
     for p in problems[:limit]:
         grid.add_row(p.node or "-", p.source, p.message)
@@ -89,7 +104,8 @@ def plan_table(plan: Plan, out: TextIO | None = None, limit: int = 50) -> None:
               f"{plan.unchanged} unchanged")
     if plan.changes:
         grid = table()
-        for col in ("node", "set", "remove"):
+        name_column(grid, "node", (c.node for c in plan.changes[:limit]))
+        for col in ("set", "remove"):
             grid.add_column(col, overflow="fold")
         for change in plan.changes[:limit]:
             grid.add_row(change.node, "\n".join(f"{k}={v}" for k, v in change.set.items()) or "-",

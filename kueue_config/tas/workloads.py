@@ -27,6 +27,7 @@ SLICE_CONSTRAINTS = PREFIX + "podset-slice-required-topology-constraints"
 GROUP_NAME = PREFIX + "podset-group-name"
 MODES = (REQUIRED, PREFERRED, UNCONSTRAINED)
 TAS_ANNOTATIONS = (*MODES, SLICE_REQUIRED, SLICE_SIZE, SLICE_CONSTRAINTS, GROUP_NAME)
+ELASTIC_JOB = PREFIX + "elastic-job"  # on the top object: "true" makes it an elastic job (workload slices)
 
 # What KubeRay runs as the submitter when a RayJob gives no submitterPodTemplate (Kueue copies it).
 DEFAULT_SUBMITTER = {"spec": {"containers": [{"name": "ray-job-submitter",

@@ -14,7 +14,7 @@ COMMANDS = {
     "run": "run the operator: label joining nodes, resync, keep Kueue objects",
     "job": "annotate or check a job for Kueue Topology-Aware Scheduling",
     "fit": "would Kueue TAS admit this job now, in which domains",
-    "show": "draw the topology with free/total GPUs per domain (terminal or SVG)",
+    "show": "draw each flavor's topology with free/total GPUs per domain (terminal or SVG)",
     "export": "the topology for Slurm (topology.conf/.yaml), Volcano or KAI",
     "config": "print the config's JSON Schema, or check config files",
     "completion": "print a shell completion script (bash, zsh, fish)",

@@ -10,9 +10,11 @@ from rich.markup import escape
 
 from kueue_config.tas import jobfile
 from kueue_config.tas.annotate import TASRequest, annotate
-from kueue_config.tas.lint import ERROR, WARNING, lint, summary
+from kueue_config.tas.gates import Gates
+from kueue_config.tas.lint import ERROR, WARNING, LintContext, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
+from labeler.errors import TopologyError
 
 from ..output import FORMATS, console, emit, table
 from ..pipeline import read_config
@@ -63,11 +65,29 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     chk.set_defaults(run=run_check)
 
 
-def _keys(ctx: TASContext, workload: Workload, queue: str | None, topology: str | None) -> tuple[str, ...] | None:
-    """The level keys of the Topology this workload's queue reaches, or None without a set-up to ask."""
+def _keys(ctx: TASContext, workload: Workload, queue: str | None,
+          topology: str | None) -> tuple[tuple[str, ...], ...] | None:
+    """The level keys of each Topology this workload's queue reaches, or None without a set-up to ask."""
     if ctx.setup is None:
         return None
-    return ctx.setup.topology_for(queue, workload.namespace or "default", topology)[1]
+    return tuple(ctx.setup.level_keys(queue, workload.namespace or "default", topology))
+
+
+def _context(ctx: TASContext, workload: Workload, queue: str | None, args: argparse.Namespace) -> LintContext:
+    keys = _keys(ctx, workload, queue, args.topology)
+    tas_only = ctx.setup.queue(queue, workload.namespace or "default").tas_only if ctx.setup else None
+    return LintContext(keys, tas_only, Gates.parse(getattr(args, "kueue_feature_gates", None)))
+
+
+def _resolve(level: str, keys: tuple[tuple[str, ...], ...] | None, ctx: TASContext) -> str:
+    """A level name or key resolved in every Topology the queue reaches; they must agree."""
+    if keys is None:
+        return resolve_level(level, None, ctx.known_levels)
+    found = {resolve_level(level, k, ctx.known_levels) for k in keys}
+    if len(found) > 1:
+        raise TopologyError(f"level {level!r} means {' or '.join(sorted(found))} in the queue's Topologies; "
+                            "give the label key, or --topology NAME")
+    return found.pop()
 
 
 def run_annotate(args: argparse.Namespace) -> int:
@@ -78,14 +98,14 @@ def run_annotate(args: argparse.Namespace) -> int:
     notes: list[str] = []
     for workload in workloads:
         keys = _keys(ctx, workload, args.queue, args.topology)
-        level = resolve_level(args.within, keys, ctx.known_levels)
-        slice_level = resolve_level(args.slice_within, keys, ctx.known_levels) if args.slice_within else None
+        level = _resolve(args.within, keys, ctx)
+        slice_level = _resolve(args.slice_within, keys, ctx) if args.slice_within else None
         request = TASRequest(args.queue, level, args.preferred, args.slice_size, slice_level)
-        notes += annotate(workload, request, keys)
+        notes += annotate(workload, request, keys[0] if keys and len(keys) == 1 else None)
         if keys is None:
             notes.append(f"{workload.ref}: level {level} not checked against a Topology (no --kueue-dir, "
                          "--snapshot or --kubeconfig)")
-    out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"))
+    out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"), indent=jobfile.guess_indent(text))
     if args.in_place and args.file != "-":
         Path(args.file).write_text(out)
     else:
@@ -102,7 +122,7 @@ def run_check(args: argparse.Namespace) -> int:
     findings = []
     for workload in workloads:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None
-        findings += lint([workload], _keys(ctx, workload, queue, args.topology))
+        findings += lint([workload], _context(ctx, workload, queue, args))
     counts = summary(findings)
     if args.output == "table":
         if findings:

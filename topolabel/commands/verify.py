@@ -9,7 +9,7 @@ from labeler.model import Snapshot
 from labeler.nodes import read_document
 from labeler.verify import Report, compare_sources, label_drift
 
-from ..output import console, emit, table
+from ..output import console, emit, name_column, table
 from ..pipeline import discover, read_config, source_options
 from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
@@ -80,7 +80,8 @@ def _table(report: Report, limit: int = 50) -> None:
               f"only in {report.a}: {len(report.only_in_a)}, only in {report.b}: {len(report.only_in_b)}")
     if report.disagreements:
         grid = table()
-        for col in ("node", "level", report.a, report.b):
+        name_column(grid, "node", (d.node for d in report.disagreements[:limit]))
+        for col in ("level", report.a, report.b):
             grid.add_column(col, overflow="fold")
         for d in report.disagreements[:limit]:
             grid.add_row(d.node, d.level, d.a or "(none)", d.b or "(none)")
