@@ -21,15 +21,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.measure import proc_cpu
 from bench.table import print_table
 from hack import testcluster
 from hack.synth import gke_cluster
 from labeler.apply import ApplyResult, apply_plan
 from labeler.config import Config
 from labeler.kube import connect, list_nodes, patch_node
-from labeler.pipeline import discover
 from labeler.plan import Plan, make_plan
+from providers.registry import get_source
 from tests.kubecluster import KubeCluster
+from topolabel.pipeline import discover
 
 
 class NewConnections(logging.Handler):
@@ -57,18 +59,14 @@ def counting_connections() -> Iterator[NewConnections]:
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:
-    """User + system CPU of the server processes so far (fields 14 and 15 of /proc/PID/stat)."""
-    ticks = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+    """User + system CPU of the server processes so far."""
+    return sum(proc_cpu(pid) for pid in pids)
 
 
 def gke_plan(api: object) -> Plan:
     """The label plan the CLI would make with `--source labels --preset gke`."""
     nodes = list_nodes(api)
-    return make_plan(discover(Config(), "labels", {"preset": "gke"}, nodes), nodes)
+    return make_plan(discover(Config(), get_source("labels"), {"preset": "gke"}, nodes), nodes)
 
 
 def measure(cluster: KubeCluster, work: Callable[[], ApplyResult]) -> dict[str, object]:

@@ -6,7 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-from labeler.model import Snapshot, TopologyError, check_tree
+from labeler.errors import TopologyError
+from labeler.model import Snapshot, check_tree
 
 _DIGITS = re.compile(r"(\d+)")
 

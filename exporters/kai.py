@@ -8,15 +8,28 @@ instead of an edit the API server refuses.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
-from kueue_config.objects import topology
-from labeler.config import KueueConfig
+from labeler.config import Config, KueueConfig
 from labeler.model import Snapshot
+from labeler.names import MANAGED_BY, hashed_name, topology_keys
+from labeler.nodes import Node
+
+from .base import Export, Exporter, no_arguments
 
 API_VERSION = "kai.scheduler/v1alpha1"
 
 
 def kai_topology(snapshot: Snapshot, cfg: KueueConfig = KueueConfig()) -> dict[str, Any]:
     """The Topology for the snapshot's levels; `cfg.topology_name` and `cfg.hostname_level` apply as for Kueue."""
-    return {**topology(snapshot.levels, cfg), "apiVersion": API_VERSION}
+    keys = topology_keys([lv.label for lv in snapshot.levels], cfg.hostname_level)
+    return {"apiVersion": API_VERSION, "kind": "Topology",
+            "metadata": {"name": hashed_name(cfg.topology_name, keys), "labels": dict(MANAGED_BY)},
+            "spec": {"levels": [{"nodeLabel": k} for k in keys]}}
+
+
+def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
+    return Export(objects=[kai_topology(snapshot, cfg.kueue)])
+
+
+EXPORTER = Exporter("kai", "the KAI scheduler Topology", True, no_arguments, _export)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import yaml
 
-from .objects import MANAGED_BY
+from labeler.errors import TopologyError
+from labeler.names import is_managed
+from labeler.progress import Progress, quiet
 
 KUSTOMIZATION = "kustomization.yaml"
-KIND_ORDER = ("Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue")
+KIND_ORDER = ("Topology", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue")
 
 
 def dump(obj: Any) -> str:
@@ -30,20 +32,31 @@ def file_name(obj: dict[str, Any]) -> str:
     return "-".join(p for p in parts if p) + ".yaml"
 
 
-def render(objects: Sequence[dict[str, Any]]) -> dict[str, str]:
+def render(objects: Sequence[dict[str, Any]], progress: Progress = quiet) -> dict[str, str]:
     """File name -> content, including a kustomization listing every object file."""
-    files = {file_name(obj): dump(obj) for obj in objects}
+    files = {file_name(obj): text for obj, text in zip(objects, _dumped(objects, progress))}
     if len(files) != len(objects):
-        raise ValueError("two generated objects map to one file name")
+        raise TopologyError("two generated objects map to one file name")
     resources = sorted(files, key=lambda f: (_kind_rank(f), f))
     files[KUSTOMIZATION] = dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
                                  "resources": resources})
     return files
 
 
-def stream(objects: Sequence[dict[str, Any]]) -> str:
+def stream(objects: Sequence[dict[str, Any]], progress: Progress = quiet) -> str:
     """All objects as one multi-document YAML stream (for `-` as the output directory)."""
-    return "".join(f"---\n{dump(obj)}" for obj in objects)
+    return "".join(f"---\n{text}" for text in _dumped(objects, progress))
+
+
+def _dumped(objects: Sequence[dict[str, Any]], progress: Progress) -> Iterator[str]:
+    """Each object's YAML, counted: PyYAML's emitter takes seconds for thousands of objects."""
+    task = progress("writing YAML", len(objects))
+    try:
+        for obj in objects:
+            yield dump(obj)
+            task.advance()
+    finally:
+        task.close()
 
 
 def _kind_rank(name: str) -> int:
@@ -66,11 +79,9 @@ def read_dir(directory: Path) -> dict[str, str]:
 
 def _is_ours(text: str) -> bool:
     try:
-        obj = yaml.safe_load(text)
+        return is_managed(yaml.safe_load(text))
     except yaml.YAMLError:
         return False
-    labels = ((obj or {}).get("metadata") or {}).get("labels") or {} if isinstance(obj, dict) else {}
-    return all(labels.get(k) == v for k, v in MANAGED_BY.items())
 
 
 def superseded(old: dict[str, str], new: dict[str, str]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Build Kueue v1beta2 Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
+"""Build Kueue v1beta2 objects: the Topology and ResourceFlavors here, queues in `kueue_config.queues`.
 
 Names of objects with immutable fields (Topology levels; a ResourceFlavor's nodeLabels, tolerations and
 topologyName) end in a hash of those fields. A change therefore yields a new object and moves the
@@ -7,25 +7,18 @@ ClusterQueue's reference to it, instead of an edit the API server would refuse.
 
 from __future__ import annotations
 
-import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Sequence
 
 from labeler.config import Config, KueueConfig, PoolConfig
-from labeler.labelvalues import short_hash
-from labeler.model import Level, Problem, Snapshot, TopologyError
+from labeler.model import Level, Problem, Snapshot
+from labeler.names import KUEUE_API_VERSION as API_VERSION, hashed_name, topology_keys
 from labeler.nodes import Node
 
-from .quantities import format_quantity, parse
-
-API_VERSION = "kueue.x-k8s.io/v1beta2"
-HOSTNAME = "kubernetes.io/hostname"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "topolabel"}
-MAX_FLAVORS = 16  # per resource group, from the ClusterQueue schema
-HASH6 = 6
+from .quantities import parse
+from .queues import PoolFlavor, meta, queue_objects
 
 
 @dataclass
@@ -41,25 +34,6 @@ class Pool:
 class KueueObjects:
     objects: list[dict[str, Any]]
     problems: list[Problem]
-
-
-def dns_name(text: str, limit: int = 63) -> str:
-    """A lower-case DNS-1123 label from free text (`NVIDIA-H100-80GB-HBM3` -> `nvidia-h100-80gb-hbm3`)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower())
-    name = re.sub(r"-{2,}", "-", name).strip("-")[:limit].strip("-")
-    return name or "pool"
-
-
-def _hash(data: Any) -> str:
-    return short_hash(json.dumps(data, sort_keys=True))[:HASH6]
-
-
-def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = dict(MANAGED_BY)
-    return meta
 
 
 def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> tuple[list[Pool], list[Problem]]:
@@ -79,11 +53,9 @@ def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> t
 
 
 def topology(levels: Sequence[Level], cfg: KueueConfig) -> dict[str, Any]:
-    keys = [lv.label for lv in levels if lv.label != HOSTNAME]
-    if cfg.hostname_level or any(lv.label == HOSTNAME for lv in levels):
-        keys.append(HOSTNAME)
-    name = f"{dns_name(cfg.topology_name, 63 - HASH6 - 1)}-{_hash(keys)}"
-    return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": _meta(name),
+    keys = topology_keys([lv.label for lv in levels], cfg.hostname_level)
+    name = hashed_name(cfg.topology_name, keys)
+    return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": meta(name),
             "spec": {"levels": [{"nodeLabel": k} for k in keys]}}
 
 
@@ -106,8 +78,8 @@ def flavor(pool: Pool, topology_name: str, taint_keys: Sequence[str]) -> dict[st
     if tols:
         spec["tolerations"] = tols
     spec["topologyName"] = topology_name
-    name = f"{dns_name(pool.value, 63 - HASH6 - 1)}-{_hash(spec)}"
-    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
+    name = hashed_name(pool.value, spec)
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": meta(name), "spec": spec}
 
 
 def pool_quota(pool: Pool, resources: Sequence[str]) -> dict[str, Decimal]:
@@ -119,36 +91,13 @@ def pool_quota(pool: Pool, resources: Sequence[str]) -> dict[str, Decimal]:
     return dict(totals)
 
 
-def cluster_queue(flavors: Sequence[tuple[str, dict[str, Decimal]]], resources: Sequence[str],
-                  cfg: KueueConfig) -> dict[str, Any]:
-    covered = [r for r in resources if any(r in quota for _, quota in flavors)]
-    if len(flavors) > MAX_FLAVORS:
-        raise TopologyError(f"{len(flavors)} node pools, but a ClusterQueue resource group holds at most "
-                            f"{MAX_FLAVORS} flavors; choose a coarser pool label (pools.label)")
-    spec: dict[str, Any] = {}
-    if cfg.cohort:
-        spec["cohortName"] = cfg.cohort
-    spec["namespaceSelector"] = {}
-    spec["resourceGroups"] = [{
-        "coveredResources": covered,
-        "flavors": [{"name": name, "resources": [
-            {"name": r, "nominalQuota": format_quantity(quota.get(r, Decimal(0)))} for r in covered]}
-            for name, quota in flavors],
-    }] if flavors and covered else []
-    return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _meta(cfg.cluster_queue), "spec": spec}
-
-
-def local_queues(cfg: KueueConfig) -> list[dict[str, Any]]:
-    return [{"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": _meta(q.name, ns),
-             "spec": {"clusterQueue": cfg.cluster_queue}}
-            for q in cfg.local_queues for ns in sorted(q.namespaces)]
-
-
 def generate(snapshot: Snapshot, nodes: Sequence[Node], cfg: Config) -> KueueObjects:
     """All Kueue objects for the snapshot, in a fixed order; the same input gives the same output."""
     topo = topology(snapshot.levels, cfg.kueue)
     pools, problems = group_pools(snapshot, nodes, cfg.pools)
     flavors = [flavor(p, topo["metadata"]["name"], cfg.pools.taint_keys) for p in pools]
-    quotas = [(f["metadata"]["name"], pool_quota(p, cfg.pools.resources)) for f, p in zip(flavors, pools)]
-    objects = [topo, *flavors, cluster_queue(quotas, cfg.pools.resources, cfg.kueue), *local_queues(cfg.kueue)]
-    return KueueObjects(objects, problems)
+    capacity = [PoolFlavor(p.value, f["metadata"]["name"], pool_quota(p, cfg.pools.resources))
+                for f, p in zip(flavors, pools)]
+    queues, queue_problems = queue_objects(capacity, cfg.pools.resources, cfg.kueue)
+    return KueueObjects([topo, *flavors, *queues], problems + queue_problems)
+

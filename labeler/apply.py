@@ -10,6 +10,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .kube import CallStats, api_error, call_with_retries
 from .plan import NodeChange, Plan
+from .progress import Progress, quiet
 
 Patcher = Callable[[str, dict], None]
 
@@ -24,7 +25,8 @@ class ApplyResult:
         return {"written": len(self.written), "failed": dict(sorted(self.failed.items())), "retries": self.retries}
 
 
-def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5) -> ApplyResult:
+def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5,
+               progress: Progress = quiet) -> ApplyResult:
     """Send each change through `patch(node, body)`; a failure is recorded and the rest go on."""
     result = ApplyResult()
     stats = CallStats()
@@ -36,11 +38,16 @@ def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int =
         except ApiException as exc:
             return change.node, api_error(exc)
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        for node, error in pool.map(write, plan.changes):
-            if error is None:
-                result.written.append(node)
-            else:
-                result.failed[node] = error
+    task = progress("writing labels", len(plan.changes))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            for node, error in pool.map(write, plan.changes):
+                task.advance()
+                if error is None:
+                    result.written.append(node)
+                else:
+                    result.failed[node] = error
+    finally:
+        task.close()
     result.retries = stats.retries
     return result

@@ -7,56 +7,46 @@ costs minutes, and topolabel only needs a few fields.
 from __future__ import annotations
 
 import json
+import os
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from .model import TopologyError
-from .nodes import Node, parse_nodes
+from .errors import InputError
+from .nodes import Node, nodes_from_pages
 
 RETRYABLE = {409, 429, 500, 502, 503, 504}
 MERGE_PATCH = "application/merge-patch+json"
+DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
 def connect(kubeconfig: str | None = None, context: str | None = None, pool: int = 64) -> client.ApiClient:
-    """An API client from a kubeconfig (flag, $KUBECONFIG, ~/.kube/config) or the in-cluster account.
+    """An API client found in kubectl's order: `--kubeconfig`, then $KUBECONFIG, then ~/.kube/config; the
+    in-cluster service account only when none of those exists (so a pod with a kubeconfig uses it).
 
     `pool` keep-alive connections: more than the patches in flight, so concurrent writes reuse connections
     instead of opening a TLS session each.
     """
     cfg = client.Configuration()
+    files = kubeconfig or os.environ.get("KUBECONFIG")  # $KUBECONFIG may list several, as for kubectl
+    where = files or DEFAULT_KUBECONFIG
     try:
-        if kubeconfig or context:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        if files or context or Path(DEFAULT_KUBECONFIG).expanduser().exists():
+            config.load_kube_config(config_file=files or DEFAULT_KUBECONFIG, context=context,
+                                    client_configuration=cfg)
         else:
-            try:
-                config.load_incluster_config(client_configuration=cfg)
-            except ConfigException:
-                config.load_kube_config(client_configuration=cfg)
+            where = "the in-cluster service account"
+            config.load_incluster_config(client_configuration=cfg)
     except (ConfigException, OSError) as exc:
-        where = kubeconfig or "the default kubeconfig"
-        raise TopologyError(f"{where}: cannot connect to a cluster: {exc}") from None
+        raise InputError(f"{where}: cannot connect to a cluster: {exc}") from None
     cfg.connection_pool_maxsize = max(pool, cfg.connection_pool_maxsize or 0)
     return client.ApiClient(cfg)
-
-
-def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
-    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
-    core = client.CoreV1Api(api)
-    items: list[Any] = []
-    token = None
-    while True:
-        resp = call_with_retries(lambda: core.list_node(limit=page, _continue=token, _preload_content=False))
-        data = json.loads(resp.data)
-        items.extend(data.get("items") or [])
-        token = (data.get("metadata") or {}).get("continue")
-        if not token:
-            return parse_nodes(items, "cluster")
 
 
 def retry_delay(exc: ApiException, attempt: int) -> float:
@@ -89,6 +79,56 @@ def call_with_retries(fn: Callable[[], Any], retries: int = 5, stats: CallStats 
                 stats.retries += 1
             sleep(retry_delay(exc, attempt))
             attempt += 1
+
+
+def pages(fetch: Callable[[str | None], Any],
+          call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> Iterator[list[Any]]:
+    """The items of a paged list, page by page. `fetch(token)` reads one page (decoded JSON); `call` retries
+    each page on its own, so one failed page is asked again instead of restarting the list from page 1."""
+    token = None
+    while True:
+        data = call(lambda: fetch(token))
+        yield data.get("items") or []
+        token = (data.get("metadata") or {}).get("continue")
+        if not token:
+            return
+
+
+def list_pages(fetch: Callable[[str | None], Any],
+               call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> list[Any]:
+    """Every item of a paged list (see `pages`)."""
+    return [item for page in pages(fetch, call) for item in page]
+
+
+def request_json(api: client.ApiClient, method: str, path: str, *, body: Any = None,
+                 query: Iterable[tuple[str, str]] = (), content_type: str = "application/json",
+                 timeout: float | tuple[float, float] | None = None) -> Any:
+    """One call to any API path; the decoded JSON answer, or `ApiException` for a non-2xx status.
+
+    The typed clients need a method per kind and validate bodies against their models; a path and a dict
+    reach every kind (Leases, ConfigMaps, custom resources) the same way."""
+    req = api.param_serialize(method, path, query_params=list(query),
+                              header_params={"Content-Type": content_type, "Accept": "application/json"},
+                              body=body, auth_settings=["BearerToken"])
+    resp = api.call_api(*req, _request_timeout=timeout)
+    resp.read()
+    text = resp.data.decode() if resp.data else ""
+    if not 200 <= resp.status <= 299:
+        raise ApiException.from_response(http_resp=resp, body=text, data=None)
+    return json.loads(text) if text else None
+
+
+def raw_json(resp: Any) -> Any:
+    """The decoded body of a `_preload_content=False` response."""
+    return json.loads(resp.data)
+
+
+def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
+    """Every Node, read in pages so a large cluster does not load the API server with one huge list; each
+    page becomes compact records before the next is read, so the raw objects of one page at most are held."""
+    core = client.CoreV1Api(api)
+    return nodes_from_pages(pages(lambda token: raw_json(core.list_node(limit=page, _continue=token,
+                                                                        _preload_content=False))), "cluster")
 
 
 def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False) -> None:

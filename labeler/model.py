@@ -6,18 +6,16 @@ met on the way. Its dict form is the fixed snapshot format that `topolabel disco
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .errors import TopologyError
 
 # Level names that hold an accelerator (multi-node NVLink) domain: the labels source's `nvlink` preset
-# (`nvidia.com/gpu.clique`) and AWS's UltraServer `capacity-block`. Exports treat them as the unit a job
+# (`nvidia.com/gpu.clique`), AWS's UltraServer `capacity-block` and Topograph's `accelerator`. Exports treat them as the unit a job
 # should stay inside (Slurm's block).
-ACCELERATOR_LEVELS = ("nvlink", "capacity-block")
-
-
-class TopologyError(ValueError):
-    """Input that cannot form a valid topology; the message names the input and the problem."""
+ACCELERATOR_LEVELS = ("nvlink", "capacity-block", "accelerator")
 
 
 @dataclass(frozen=True)
@@ -86,7 +84,7 @@ class Snapshot:
             missing = [n for n in names if n not in values]
             if missing:
                 raise TopologyError(f"{origin}: nodes.{node} has no value for level(s) {', '.join(missing)}")
-            nodes[str(node)] = {n: str(values[n]) for n in names}
+            nodes[str(node)] = {n: sys.intern(str(values[n])) for n in names}  # domains repeat across nodes
         problems = [Problem.from_dict(p) for p in data.get("problems") or [] if isinstance(p, Mapping)]
         return cls(tuple(levels), nodes, problems)
 
@@ -101,9 +99,30 @@ class Snapshot:
         return {lv.label: values[lv.name] for lv in self.levels}
 
 
+@dataclass
+class Discovery:
+    """A source's raw answer: level names coarsest first, each node's raw path, and problems.
+
+    `local_names` says a domain name is only unique inside its parent (rack "r1" in every row), so the
+    domain's identity is its whole path; otherwise a name is the domain's identity across the cluster.
+    """
+
+    source: str
+    level_names: tuple[str, ...]
+    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    local_names: bool = False
+
+    def problem(self, message: str, node: str | None = None) -> None:
+        self.problems.append(Problem(self.source, message, node))
+
+
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:
     """Errors for every domain with more than one parent; Kueue TAS needs a strict tree."""
     levels = tuple(levels)
+    if all(len({p[d] for p in paths.values()}) == len({p[d - 1:d + 1] for p in paths.values()})
+           for d in range(1, len(levels))):
+        return []  # as many (parent, domain) pairs as domains at every level: a tree, nothing to report
     parents: list[dict[str, dict[str, str]]] = [{} for _ in levels]
     for node in sorted(paths):
         path = paths[node]

@@ -7,31 +7,13 @@ attaches the label keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from .errors import TopologyError
 from .labelvalues import key_problems, unique_values
-from .model import Level, Problem, Snapshot, TopologyError, check_tree
+from .model import Discovery, Level, Problem, Snapshot, check_tree
 
 DEFAULT_PREFIX = "topolabel.dev/"
-
-
-@dataclass
-class Discovery:
-    """A source's raw answer: level names coarsest first, each node's raw path, and problems.
-
-    `local_names` says a domain name is only unique inside its parent (rack "r1" in every row), so the
-    domain's identity is its whole path; otherwise a name is the domain's identity across the cluster.
-    """
-
-    source: str
-    level_names: tuple[str, ...]
-    paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    local_names: bool = False
-
-    def problem(self, message: str, node: str | None = None) -> None:
-        self.problems.append(Problem(self.source, message, node))
 
 
 def level_keys(level_names: Sequence[str], prefix: str = DEFAULT_PREFIX,
@@ -81,7 +63,7 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
     problems = list(discovery.problems)
     paths: dict[str, tuple[str, ...]] = {}
     for node in sorted(discovery.paths):
-        path = tuple(str(v).strip() for v in discovery.paths[node])
+        path = tuple(map(str.strip, map(str, discovery.paths[node])))
         if len(path) != len(levels) or not all(path):
             problems.append(Problem(discovery.source, f"incomplete placement {list(path)} for levels "
                                     f"{[lv.name for lv in levels]}; node left as it is", node))
@@ -92,9 +74,10 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
         raise TopologyError(f"{discovery.source}: the topology is not a tree: " + "; ".join(errors))
     values = []
     for depth in range(len(levels)):
-        names = {p[depth]: _display(p[depth], discovery.local_names) for p in paths.values()}
-        values.append(unique_values(names))
-    nodes = {node: {lv.name: values[d][path[d]] for d, lv in enumerate(levels)} for node, path in paths.items()}
+        identities = {p[depth] for p in paths.values()}
+        values.append(unique_values({i: _display(i, discovery.local_names) for i in identities}))
+    names = [lv.name for lv in levels]
+    nodes = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
     return Snapshot(levels, nodes, problems)
 
 

@@ -11,17 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .model import Problem, Snapshot, TopologyError
+from .errors import PlanRefused
+from .model import Problem, Snapshot
 from .nodes import Node
 
 MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
 
 
-class PlanRefused(TopologyError):
-    """The plan would disturb more nodes than allowed; rerun with force if that is intended."""
-
-
-@dataclass
+@dataclass(slots=True)  # a first labelling of 100,000 nodes holds 100,000 of them
 class NodeChange:
     node: str
     set: dict[str, str] = field(default_factory=dict)
@@ -63,9 +60,11 @@ def managed_keys(node: Node) -> list[str]:
 def plan_node(node: Node, desired: dict[str, str]) -> NodeChange | None:
     """The change that brings one node to `desired`, or None when it is already there."""
     managed = sorted(desired)
-    to_set = {k: v for k, v in sorted(desired.items()) if node.labels.get(k) != v}
-    to_remove = sorted(k for k in managed_keys(node) if k not in desired and k in node.labels)
-    if not to_set and not to_remove and managed_keys(node) == managed:
+    labels = node.labels
+    to_set = {k: desired[k] for k in managed if labels.get(k) != desired[k]}
+    before = managed_keys(node)
+    to_remove = sorted(k for k in before if k not in desired and k in labels)
+    if not to_set and not to_remove and before == managed:
         return None
     rewrites = any(k in node.labels for k in to_set)
     return NodeChange(node.name, to_set, to_remove, managed, disruptive=rewrites or bool(to_remove))

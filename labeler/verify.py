@@ -13,7 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .model import Snapshot, TopologyError
+from .errors import TopologyError
+from .model import Snapshot
 from .nodes import Node
 
 

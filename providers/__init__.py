@@ -1,9 +1,6 @@
-"""Topology sources. Each module turns one kind of evidence into a `labeler.placement.Discovery`.
+"""Topology sources. Each module turns one kind of evidence into a `labeler.model.Discovery`.
 
-A source module provides `OPTIONS` (a pydantic model of its options), `add_arguments(parser)` for
-flags whose dest names are those options, and `discover(ctx: SourceContext) -> Discovery`. Register it in `SOURCES` below.
+A source module defines `SOURCE = providers.base.Source(...)` (its name, options model, flags, discovery,
+whether it needs the cluster's nodes and whether it answers per node) and is listed in
+`providers.registry.SOURCES`.
 """
-
-from .base import SOURCES, SourceContext, SourceError, load_source
-
-__all__ = ["SOURCES", "SourceContext", "SourceError", "load_source"]

@@ -19,10 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
+from labeler.errors import InputError, SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery, pad_depths
+from labeler.placement import pad_depths
+from labeler.progress import Progress, quiet
 
-from .base import Options, SourceContext, SourceError, parse_options
+from .base import Options, Source, SourceContext, parse_options
 
 if TYPE_CHECKING:  # botocore is imported only when the source runs
     from botocore.client import BaseClient
@@ -52,9 +55,6 @@ class AwsOptions(Options):
     endpoint_url: str | None = None
     region: str | None = None
     capacity_block_level: bool = False
-
-
-OPTIONS = AwsOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,7 +102,8 @@ def discover(ctx: SourceContext) -> Discovery:
     targets = locate(ctx.nodes, opts.region or profile_region, discovery)
     wanted = instances_by_region(targets)
     clients = {region: _client(session, region, opts.endpoint_url, attempts) for region in wanted}
-    answers, failures = per_region(lambda region: read_region(clients[region], wanted[region]), wanted)
+    answers, failures = per_region(lambda region: read_region(clients[region], wanted[region]), wanted,
+                                   ctx.progress)
     if failures:
         raise SourceError(failure_message(failures))
     place(discovery, targets, answers, opts.capacity_block_level)
@@ -119,7 +120,7 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
     parts = provider_id.removeprefix("aws://").split("/")
     if not provider_id.startswith("aws://") or not _INSTANCE_ID.match(parts[-1]):
         shown = repr(provider_id) if provider_id else "no spec.providerID"
-        raise ValueError(f"{shown} is not an EC2 instance (expected aws:///<zone>/i-...)")
+        raise InputError(f"{shown} is not an EC2 instance (expected aws:///<zone>/i-...)")
     zone = next((p for p in reversed(parts[:-1]) if p), "")
     return zone, parts[-1]
 
@@ -142,7 +143,7 @@ def locate(nodes: Sequence[Node], default_region: str | None, discovery: Discove
     for node in nodes:
         try:
             zone, instance = parse_provider_id(node.provider_id)
-        except ValueError as exc:
+        except InputError as exc:
             discovery.problem(f"{exc}; cannot ask EC2 for its topology", node.name)
             continue
         region = node_region(node, zone, default_region)
@@ -296,7 +297,7 @@ def _client(session: Any, region: str, endpoint_url: str | None, attempts: int) 
         raise SourceError(f"aws: cannot make an EC2 client for {region}: {exc}") from None
 
 
-def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str]
+def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str], progress: Progress = quiet
                ) -> tuple[dict[str, RegionAnswer], dict[str, Exception]]:
     """`fn(region)` for every region in a thread pool: the answers and the failures per region.
 
@@ -305,13 +306,17 @@ def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str]
     ordered = sorted(regions)
     answers: dict[str, RegionAnswer] = {}
     failures: dict[str, Exception] = {}
+    task = progress("aws: regions", len(ordered))
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_REGIONS_IN_FLIGHT, len(ordered)))) as pool:
         futures = {region: pool.submit(fn, region) for region in ordered}
+        for future in futures.values():
+            future.add_done_callback(lambda _: task.advance())
         for region, future in futures.items():
             try:
                 answers[region] = future.result()
             except Exception as exc:  # noqa: BLE001 - failure_message decides what each one means
                 failures[region] = exc
+    task.close()
     return answers, failures
 
 
@@ -361,3 +366,6 @@ def _named_ids(exc: Exception, batch: Sequence[str]) -> set[str]:
     """The ids of `batch` that an InvalidInstanceID error message names."""
     message = str(getattr(exc, "response", {}).get("Error", {}).get("Message", ""))
     return set(re.findall(r"i-[0-9A-Za-z]+", message)) & set(batch)
+
+
+SOURCE = Source(NAME, AwsOptions, add_arguments, discover)

@@ -1,47 +1,60 @@
-"""What every source shares: the registry, the context a source runs in, option validation."""
+"""The source contract: what a source is, the context it runs in, and how its options are checked.
+
+A source module defines `SOURCE = Source(...)`; `providers.registry` finds it by name. A source's own
+heavy clients (boto3, google-cloud-compute) are imported inside its discovery, so listing the sources and
+their flags stays cheap.
+"""
 
 from __future__ import annotations
 
-import importlib
-import re
+import argparse
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from labeler.config import validation_details
+from labeler.errors import SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-
-# name -> module; modules are imported only when used, so a source's heavy client stays unloaded.
-SOURCES: dict[str, str] = {
-    "labels": "providers.labels",
-    "inventory": "providers.inventory",
-    "aws": "providers.aws",
-    "gcp": "providers.gcp",
-    "combined": "providers.combined",
-    "lldp": "providers.lldp",
-    "infiniband": "providers.infiniband",
-}
-
-
-class SourceError(RuntimeError):
-    """A source could not answer at all (unreachable API, denied permission, unreadable file)."""
+from labeler.progress import Progress, quiet
 
 
 @dataclass
 class SourceContext:
-    """What a source gets: the cluster's nodes (may be empty offline) and its merged options."""
+    """What a source gets: the cluster's nodes (may be empty offline), its merged options, where to report the
+    progress of long work (many regions or zones, a fabric scan), and `cluster`, which returns an API client for
+    sources that read other objects than Nodes (None: no cluster to ask)."""
 
     nodes: Sequence[Node] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = "source"
+    cluster: Callable[[], Any] | None = None
+    progress: Progress = quiet
 
 
 class Options(BaseModel):
-    """Base for a source's options: unknown keys are an error, so typos are caught."""
+    """Base for a source's options: unknown keys are an error, so typos are caught. The validator is built
+    on first use (defer_build): every command that lists the sources' flags imports every source module."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One topology source, resolved once per command.
+
+    `options` is the pydantic model of its options, and `add_arguments` adds flags whose dest names are
+    those options. `needs_nodes`: it must be given the cluster's nodes (labels, cloud APIs); sources that
+    read a whole fabric or a file run without them. `per_node`: the operator may ask it about a few joining
+    nodes alone instead of a full pass.
+    """
+
+    name: str
+    options: type[Options]
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    discover: Callable[[SourceContext], Discovery]
+    needs_nodes: bool = True
+    per_node: bool = True
 
 
 OptionsT = TypeVar("OptionsT", bound=Options)
@@ -49,18 +62,9 @@ OptionsT = TypeVar("OptionsT", bound=Options)
 
 def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
     """Validate options with an error naming where they came from and the bad key."""
+    from labeler.config import validation_details
+
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
-        raise SourceError(f"{ctx.origin}: {validation_details(exc, '(options)')}") from None
-
-
-def snake(key: str) -> str:
-    """camelCase config keys and dashed flags to the snake_case option names sources use."""
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).replace("-", "_").lower()
-
-
-def load_source(name: str) -> ModuleType:
-    if name not in SOURCES:
-        raise SourceError(f"unknown source {name!r}; known: {', '.join(sorted(SOURCES))}")
-    return importlib.import_module(SOURCES[name])
+        raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None

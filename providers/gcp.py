@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote_plus
 
+from labeler.errors import InputError, SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery
+from labeler.progress import Progress, quiet
 
-from .base import Options, SourceContext, SourceError, parse_options
+from .base import Options, Source, SourceContext, parse_options
 
 NAME = "gcp"
 LEVELS = ("cluster", "block", "subblock")
@@ -52,9 +54,6 @@ class GcpOptions(Options):
     api_endpoint: str | None = None
     anonymous: bool = False
     host_level: bool = False
-
-
-OPTIONS = GcpOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,13 +86,13 @@ def parse_provider_id(provider_id: str) -> InstanceRef:
     m = _PROVIDER_ID.match(provider_id)
     if not m:
         what = f"providerID {provider_id!r}" if provider_id else "no spec.providerID"
-        raise ValueError(f"{what}: not a GCE instance (gce://PROJECT/ZONE/NAME)")
+        raise InputError(f"{what}: not a GCE instance (gce://PROJECT/ZONE/NAME)")
     project, zone, name = m.groups()
     if project and not _PROJECT.match(project):
-        raise ValueError(f"providerID {provider_id!r}: {project!r} is not a project ID")
+        raise InputError(f"providerID {provider_id!r}: {project!r} is not a project ID")
     for kind, value in (("zone", zone), ("instance name", name)):
         if not _RFC1035.match(value):
-            raise ValueError(f"providerID {provider_id!r}: {value!r} is not a valid {kind}")
+            raise InputError(f"providerID {provider_id!r}: {value!r} is not a valid {kind}")
     return InstanceRef(project, zone, name)
 
 
@@ -193,12 +192,12 @@ def topology_path(info: InstanceInfo, levels: Sequence[str]) -> tuple[str, ...]:
     """The instance's raw path for `levels`; a ValueError names the fields it lacks."""
     values = [str(info.topology.get(level) or "").strip() for level in levels]
     if not any(values):
-        raise ValueError("has no resourceStatus.physicalHostTopology (its machine type or placement "
+        raise InputError("has no resourceStatus.physicalHostTopology (its machine type or placement "
                          "does not report one)")
     missing = [level for level, value in zip(levels, values) if not value]
     if missing:
         hint = "; run without --host-level to place it by subblock" if missing == [HOST] else ""
-        raise ValueError(f"has physicalHostTopology without {', '.join(missing)}{hint}")
+        raise InputError(f"has physicalHostTopology without {', '.join(missing)}{hint}")
     return tuple(values)
 
 
@@ -218,7 +217,7 @@ def place(refs: Mapping[str, InstanceRef], found: Mapping[InstanceRef, InstanceI
             continue
         try:
             discovery.paths[node] = topology_path(info, levels)
-        except ValueError as exc:
+        except InputError as exc:
             discovery.problem(f"instance {ref} ({info.machine_type}, {info.status}) {exc}", node)
 
 
@@ -228,7 +227,7 @@ def node_refs(nodes: Sequence[Node], discovery: Discovery) -> dict[str, Instance
     for node in nodes:
         try:
             refs[node.name] = parse_provider_id(node.provider_id)
-        except ValueError as exc:
+        except InputError as exc:
             discovery.problem(str(exc), node.name)
     return refs
 
@@ -265,7 +264,7 @@ def discover(ctx: SourceContext) -> Discovery:
         return discovery
     client, adc_project = make_client(opts)
     refs = with_project(parsed, opts.project or adc_project, discovery)
-    found, failed = fetch(client, plan_calls(refs.values()), set(refs.values()))
+    found, failed = fetch(client, plan_calls(refs.values()), set(refs.values()), ctx.progress)
     place(refs, found, failed, levels, discovery)
     return discovery
 
@@ -292,20 +291,23 @@ def make_client(opts: GcpOptions) -> tuple[Any, str | None]:
     return client, project
 
 
-def fetch(client: Any, calls: Sequence[ListCall], wanted: set[InstanceRef]
+def fetch(client: Any, calls: Sequence[ListCall], wanted: set[InstanceRef], progress: Progress = quiet
           ) -> tuple[dict[InstanceRef, InstanceInfo], dict[str, str]]:
     """Run the calls (in parallel, each following its pages); the instances asked for, and failed scopes."""
     found: dict[InstanceRef, InstanceInfo] = {}
     failed: dict[str, str] = {}
     if not calls:
         return found, failed
+    task = progress("gcp: instance lists", len(calls))
     with ThreadPoolExecutor(max_workers=min(PARALLEL, len(calls))) as pool:
         for call, (instances, error) in zip(calls, pool.map(lambda c: list_call(client, c), calls)):
+            task.advance()
             if error:
                 failed[call.scope] = error
             for ref, info in instances:
                 if ref in wanted:
                     found[ref] = info
+    task.close()
     return found, failed
 
 
@@ -378,3 +380,6 @@ def _reason(exc: Any) -> str:
     """The API's message without the request line the client prefixes (`GET https://...: `)."""
     message = str(getattr(exc, "message", "") or exc)
     return re.sub(r"^[A-Z]+ \S+: ", "", message)
+
+
+SOURCE = Source(NAME, GcpOptions, add_arguments, discover)

@@ -29,14 +29,13 @@ from typing import Any, Mapping
 
 import yaml
 
+from labeler.errors import SourceError
+from labeler.model import Discovery
 from labeler.nodes import yaml_error
-from labeler.placement import Discovery
 
-from .base import Options, SourceContext, SourceError, parse_options
+from .base import Options, Source, SourceContext, parse_options
 
 NAME = "inventory"
-NEEDS_NODES = False  # without nodes, every exact name in the file is placed
-PER_NODE = True  # cheap to ask about a few nodes: the operator places joining nodes at once
 
 
 class InventoryOptions(Options):
@@ -55,9 +54,6 @@ class Inventory:
     levels: tuple[str, ...]
     entries: list[Entry]
     local_names: bool = False
-
-
-OPTIONS = InventoryOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,3 +126,8 @@ def _from_csv(text: str, origin: str) -> Inventory:
             raise SourceError(f"{origin}: row {line} must have {len(header)} non-empty cells ({', '.join(header)})")
         entries.append(Entry(cells[0], any(ch in cells[0] for ch in "*?["), tuple(cells[1:])))
     return Inventory(levels, entries)
+
+
+# Without nodes, every exact name in the file is placed; asking about a few nodes is cheap, so the
+# operator places joining nodes at once.
+SOURCE = Source(NAME, InventoryOptions, add_arguments, discover, needs_nodes=False)

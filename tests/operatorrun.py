@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from labeler.operator.handlers import Operator
-from labeler.operator.settings import RunOptions
 from tests.conftest import ROOT
+from topolabel.operator.handlers import Operator
+from topolabel.operator.settings import RunOptions
 
 
 def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
@@ -73,7 +73,7 @@ class InThread:
 def spawn(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     """`topolabel run ARGS` as a child process (its own session, so it can be killed outright)."""
     out = open(log, "ab")
-    return subprocess.Popen([sys.executable, "-m", "labeler.cli", "run", *args], cwd=ROOT, stdout=out,
+    return subprocess.Popen([sys.executable, "-m", "topolabel.cli", "run", *args], cwd=ROOT, stdout=out,
                             stderr=subprocess.STDOUT, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
 

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from labeler.cli import main
 from labeler.kube import connect, list_nodes, patch_node
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from topolabel.cli import main
 
 pytestmark = pytest.mark.slow
 LEVELS = ("topolabel.dev/block", "topolabel.dev/subblock", "topolabel.dev/host")

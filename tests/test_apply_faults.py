@@ -16,7 +16,7 @@ from pathlib import Path
 import kmock
 import pytest
 
-from labeler.cli import main
+from topolabel.cli import main
 
 NODES = ("n1", "n2", "n3")
 SNAPSHOT = {"levels": [{"name": "block", "label": "topolabel.dev/block"}], "problems": [],

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+from labeler.errors import SourceError
+from labeler.model import Snapshot
 from labeler.nodes import Node
 from labeler.placement import level_keys, to_snapshot
-from labeler.model import Snapshot
 from providers.aws import discover
-from providers.base import SourceContext, SourceError
+from providers.base import SourceContext
 from providers.labels import discover as discover_labels
 from tests.moto_topology import MAX_IDS, TopologyServer, _module_topology_server, topology_server  # noqa: F401
 
@@ -235,7 +236,7 @@ def test_cli_discover_prints_the_snapshot(topology_server: TopologyServer, tmp_p
     items.append(node_object("kind-worker", "kind://docker/kind/kind-worker"))
     nodes_file = tmp_path / "nodes.json"
     nodes_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
-    done = subprocess.run([sys.executable, "-m", "labeler.cli", "discover", "--source", "aws", "--nodes",
+    done = subprocess.run([sys.executable, "-m", "topolabel.cli", "discover", "--source", "aws", "--nodes",
                            str(nodes_file), "--endpoint-url", s.url, "-o", "json"],
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr

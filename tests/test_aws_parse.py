@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery, level_keys, to_snapshot
+from labeler.placement import level_keys, to_snapshot
 from providers.aws import (MAX_IDS, Placement, RegionAnswer, Target, batches, failure_message, instances_by_region,
                            level_names, locate, parse_provider_id, place, region_of_zone)
 from providers.labels import PRESETS
@@ -73,7 +74,7 @@ def test_batches_hold_at_most_100_distinct_sorted_ids() -> None:
 
 
 def test_level_names_match_the_labels_sources_eks_preset() -> None:
-    assert level_names(4) == tuple(name for name, _ in PRESETS["eks"])
+    assert level_names(4) == tuple(level.name for level in PRESETS["eks"].levels)
     assert level_names(3, capacity_block=True) == ("layer-1", "layer-2", "layer-3", "capacity-block")
 
 

@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 
 from labeler.config import parse_config
-from labeler.model import TopologyError
+from labeler.errors import SourceError, TopologyError
 from labeler.nodes import Node
-from labeler.pipeline import discover, source_options
-from providers.base import SourceError
+from topolabel.pipeline import discover, source_options
 
 INVENTORY = """
 levels: [block, leaf]
@@ -44,8 +43,8 @@ def config(tmp_path: Path, **extra) -> dict:
 
 def run(cfg: dict, cluster: list[Node]):
     conf = parse_config(cfg, "topolabel.yaml")
-    name, options = source_options(conf, {})
-    return discover(conf, name, options, cluster, origin="topolabel.yaml")
+    source, options = source_options(conf, {})
+    return discover(conf, source, options, cluster, origin="topolabel.yaml")
 
 
 def test_nvlink_domain_becomes_its_own_level(tmp_path: Path) -> None:

@@ -11,9 +11,9 @@ import yaml
 from kueue_config.objects import generate
 from labeler.config import load_config
 from labeler.nodes import load_nodes_file
-from labeler.pipeline import discover, source_options
 from tests.conftest import EXAMPLES, SHARED, kueue_crd
 from tests.crdschema import validate
+from topolabel.pipeline import discover, source_options
 
 TOPOLOGY, FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE = "topologies", "resourceflavors", "clusterqueues", "localqueues"
 HYPERNODE = SHARED / "scheduler-crds" / "topology.volcano.sh_hypernodes.yaml"
@@ -51,8 +51,8 @@ def _has(errors: list[str], *parts: str) -> bool:
 def generated_kueue_objects() -> list[dict]:
     cfg = load_config(str(EXAMPLES / "topolabel.yaml"))
     nodes = load_nodes_file(str(EXAMPLES / "nodes.yaml"))
-    name, options = source_options(cfg, {})
-    return generate(discover(cfg, name, options, nodes), nodes, cfg).objects
+    source, options = source_options(cfg, {})
+    return generate(discover(cfg, source, options, nodes), nodes, cfg).objects
 
 
 def test_generated_kueue_objects_pass(generated_kueue_objects: list[dict]) -> None:

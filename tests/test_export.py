@@ -16,13 +16,14 @@ from exporters.domains import domain_forest
 from exporters.kai import kai_topology
 from exporters.slurm import NameRule, SlurmOptions, block_sizes_problem, export_slurm
 from exporters.volcano import hypernodes
-from labeler.cli import main
 from labeler.config import KueueConfig
-from labeler.model import Snapshot, TopologyError
-from labeler.placement import Discovery, level_keys, pad_depths, to_snapshot
+from labeler.errors import TopologyError
+from labeler.model import Discovery, Snapshot
+from labeler.placement import level_keys, pad_depths, to_snapshot
 from tests.conftest import EXAMPLES, SHARED
 from tests.crdschema import validate
 from tests.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf
+from topolabel.cli import main
 
 HYPERNODE_CRD = SHARED / "scheduler-crds" / "topology.volcano.sh_hypernodes.yaml"
 KAI_CRD = SHARED / "scheduler-crds" / "kai.scheduler_topologies.yaml"

@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.cli import main
+from labeler.errors import SourceError
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery, level_keys, to_snapshot
-from providers.base import SourceContext, SourceError
-from providers.gcp import (AGGREGATED_FIELDS, PAGE_SIZE, ZONAL_FIELDS, discover, node_refs, plan_calls,
-                           with_project)
+from labeler.placement import level_keys, to_snapshot
+from providers.base import SourceContext
+from providers.gcp import AGGREGATED_FIELDS, PAGE_SIZE, ZONAL_FIELDS, discover, node_refs, plan_calls, with_project
 from tests.compute_server import ComputeServer, instance
 from tests.conftest import ROOT
+from topolabel.cli import main
 
 
 def topo(cluster: str, block: str, subblock: str, host: str) -> dict[str, str]:
@@ -278,7 +279,7 @@ def test_cli_on_a_vm_with_default_credentials(on_gce, tmp_path) -> None:
     bodies = [instance("proj-metadata", f"zone-{i % 2}", f"n{i}", topo("c", "b", f"s{i % 2}", "h")) for i in range(4)]
     with ComputeServer(bodies, token="ya29.local") as server:
         env = {**os.environ, **on_gce(server)}
-        done = subprocess.run([sys.executable, "-m", "labeler.cli", "discover", "--source", "gcp", "--nodes",
+        done = subprocess.run([sys.executable, "-m", "topolabel.cli", "discover", "--source", "gcp", "--nodes",
                                str(nodes_file), "--api-endpoint", server.url, "-o", "json"],
                               env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr

@@ -9,10 +9,10 @@ from urllib.parse import quote_plus
 import pytest
 import re2
 
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import Discovery
-from providers.gcp import (FILTER_BUDGET, PAGE_SIZE, InstanceInfo, InstanceRef, ListCall, name_filters,
-                           node_refs, parse_provider_id, place, plan_calls, topology_path, with_project)
+from providers.gcp import (FILTER_BUDGET, PAGE_SIZE, InstanceInfo, InstanceRef, ListCall, name_filters, node_refs,
+                           parse_provider_id, place, plan_calls, topology_path, with_project)
 
 TOPO = {"cluster": "c1", "block": "b1", "subblock": "s1", "host": "h1"}
 

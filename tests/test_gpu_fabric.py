@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from labeler.gpu_fabric import ANNOTATION, parse_cliques, read_clique
+from labeler.errors import SourceError
 from labeler.nodes import Node
-from providers.base import SourceContext, SourceError
+from providers.base import SourceContext
+from providers.gpu_clique import ANNOTATION, parse_cliques, read_clique
 from providers.labels import discover
 
 UUID = "8f0c3e1a-5b7d-4c2e-9a61-3d0b2f4e6c18"

@@ -12,10 +12,9 @@ import yaml
 
 from hack.ibfabric import Spec, build
 from hack.synth import H100, node_list, node_object
-from labeler.cli import main
-
 from tests.conftest import SHARED
 from tests.ibsim import PRELOAD, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from topolabel.cli import main
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
 GB200 = SHARED / "fabrics" / "gb200-self-only.ibnetdiscover"
@@ -84,8 +83,8 @@ def test_gb200_capture_exits_with_the_reason(capsys) -> None:
 
 @pytest.mark.parametrize("files, args, fragment", [
     ({}, ["--ibnetdiscover", "missing.txt"], "missing.txt: cannot read: No such file or directory"),
-    ({}, ["--ibnetdiscover", str(NDR), "--run"], "give either --ibnetdiscover FILE (or - for stdin) or --run, not both"),
-    ({}, ["--ibnetdiscover", str(NDR), "--hca-pattern", "mlx5_["], "hca_pattern: Value error, not a regular expression"),
+    ({}, ["--ibnetdiscover", str(NDR), "--run"], "give one of --ib-fabric NAME (the fabric the collector published), --ibnetdiscover FILE"),
+    ({}, ["--ibnetdiscover", str(NDR), "--hca-pattern", "mlx5_["], "hca_pattern: not a regular expression"),
     ({"m.yaml": "- a\n"}, ["--ibnetdiscover", str(NDR), "--guid-map", "m.yaml"], "m.yaml: expected a mapping of node name"),
     ({"n.map": "0xzz \"x\"\n"}, ["--ibnetdiscover", str(NDR), "--node-name-map", "n.map"], "n.map:1: '0xzz' is not a GUID"),
     ({"f.txt": "hello\n"}, ["--ibnetdiscover", "f.txt"], "f.txt: no Switch or Ca records"),

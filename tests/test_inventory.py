@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from labeler.errors import SourceError
 from labeler.nodes import Node
 from labeler.placement import level_keys, to_snapshot
-from providers.base import SourceContext, SourceError
+from providers.base import SourceContext
 from providers.inventory import discover
 
 YAML = """

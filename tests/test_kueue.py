@@ -10,10 +10,12 @@ import yaml
 
 from hack.synth import B200, H100, gke_cluster
 from kueue_config.files import diff, read_dir, render, superseded, write_dir
-from kueue_config.objects import HOSTNAME, generate
+from kueue_config.objects import generate
 from kueue_config.quantities import format_quantity, parse
 from labeler.config import parse_config
-from labeler.model import Level, Snapshot, TopologyError
+from labeler.errors import TopologyError
+from labeler.model import Level, Snapshot
+from labeler.names import HOSTNAME
 from labeler.nodes import parse_nodes
 from labeler.placement import level_keys, to_snapshot
 from providers.base import SourceContext
@@ -109,10 +111,10 @@ def test_nodes_without_pool_label_are_reported(cluster) -> None:
 
 
 def test_too_many_pools_is_a_clear_error() -> None:
-    snap = Snapshot((Level("block", "topolabel.dev/block"),), {f"n{i}": {"block": "b"} for i in range(17)})
+    snap = Snapshot((Level("block", "topolabel.dev/block"),), {f"n{i}": {"block": "b"} for i in range(65)})
     items = [{"kind": "Node", "metadata": {"name": f"n{i}", "labels": {"nvidia.com/gpu.product": f"gpu-{i}"}},
-              "status": {"allocatable": {"nvidia.com/gpu": "8"}}} for i in range(17)]
-    with pytest.raises(TopologyError, match="17 node pools"):
+              "status": {"allocatable": {"nvidia.com/gpu": "8"}}} for i in range(65)]
+    with pytest.raises(TopologyError, match="65 node pools"):
         generate(snap, parse_nodes(items, "t"), parse_config({}, "t"))
 
 

@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.cli import main
+from topolabel.cli import main
 from labeler.kube import MERGE_PATCH
 from tests.conftest import EXAMPLES
 from tests.kubecluster import KubeCluster, kube_cluster, kueue_cluster  # noqa: F401

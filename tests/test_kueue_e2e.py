@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client
 
 from hack.synth import gke_cluster
-from labeler.cli import main
+from topolabel.cli import main
 from tests.conftest import EXAMPLES
 from tests.kubecluster import KubeCluster, kueue_cluster, kueue_kube  # noqa: F401
 from tests.kueue_workloads import QUEUE_LABEL, admission, is_admitted, workload_of

@@ -15,11 +15,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.agent import Agent, annotation_patch
 from labeler.kube import call_with_retries, connect, patch_node
-from providers.lldp_facts import ANNOTATION, Neighbor, to_json
+from providers.lldp.facts import ANNOTATION, Neighbor, to_json
 from tests.conftest import ROOT
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from topolabel.agent import Agent, annotation_patch
 
 pytestmark = pytest.mark.slow
 AGENT = ROOT / "manifests" / "agent"

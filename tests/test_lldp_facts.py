@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from labeler.model import TopologyError
-from providers.lldp_facts import Neighbor, from_facts, parse_json0, read_facts, to_json
+from labeler.errors import TopologyError
+from providers.lldp.facts import Neighbor, from_facts, parse_json0, read_facts, to_json
 
 
 def entry(interface: str, name: str | None, chassis_id: str, port: str, descr: str | None = None) -> dict:

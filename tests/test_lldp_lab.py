@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.cli import main
-from tests.lldplab import Lab, build_lab, fixed_wiring, lab_available, mismatches, random_wiring  # noqa: F401 (fixture)
+from tests.lldplab import (Lab, build_lab, dual_homed_wiring, fixed_wiring,  # noqa: F401 (build_lab is a fixture)
+                           lab_available, mismatches, random_wiring)
+from topolabel.cli import main
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(lab_available() is not None, reason=str(lab_available()))]
 
@@ -60,3 +61,21 @@ def test_unseen_random_wiring_lands_every_host_right(build_lab, tmp_path, capsys
     assert mismatches(from_map, wiring) == []
     assert all(from_map["nodes"][h]["block"] == b for h, b in wiring.block.items())
     assert {h: v["rack"] for h, v in from_map["nodes"].items()} == {h: v["rack"] for h, v in from_lldp["nodes"].items()}
+
+
+def test_unmapped_dual_homed_rack_is_one_rack_inferred_from_its_hosts(build_lab, tmp_path, capsys) -> None:
+    wiring = dual_homed_wiring()
+    hosts, _ = dumps(build_lab(wiring), tmp_path)
+
+    snap = discover(capsys, "--lldp-dir", hosts)  # no switch map, no switch facts
+    assert {h: v["rack"] for h, v in snap["nodes"].items()} == {
+        "gpu-a1": "tor-a1_tor-a2", "gpu-a2": "tor-a1_tor-a2", "gpu-a3": "tor-a1_tor-a2", "gpu-a4": "tor-a1_tor-a2",
+        "gpu-b1": "tor-b", "gpu-b2": "tor-b"}
+    notices = [p["message"] for p in snap["problems"] if "node" not in p]
+    assert "pair tor-a1_tor-a2 inferred from 3 hosts" in " ".join(notices)
+    assert not any("tor-c1_tor-c2" in m for m in notices)
+    why = {p["node"]: p["message"] for p in snap["problems"] if "node" in p}
+    assert set(why) == wiring.degraded | wiring.miswired
+    assert "hears only tor-a1 of the pair tor-a1_tor-a2" in why["gpu-a4"]
+    assert "gpu-x hears tor-c1 with tor-b" in why["gpu-c1"] and "not taken as a pair" in why["gpu-c1"]
+    assert "disagree" in why["gpu-x"]

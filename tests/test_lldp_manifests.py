@@ -11,8 +11,8 @@ import celpy
 import pytest
 import yaml
 
-from labeler.cli import parser
-from providers.lldp_facts import ANNOTATION
+from providers.lldp.facts import ANNOTATION
+from topolabel.cli import parser
 
 ROOT = Path(__file__).resolve().parent.parent / "manifests" / "agent"
 NODE_NAME_CLAIM = "authentication.kubernetes.io/node-name"

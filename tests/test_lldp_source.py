@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.cli import main
-from providers.lldp_facts import ANNOTATION, Neighbor, to_json
+from providers.lldp.facts import ANNOTATION, Neighbor, to_json
 from tests.test_lldp_facts import entry, json0
+from topolabel.cli import main
 
 
 def facts(*pairs: tuple[str, str]) -> str:

@@ -10,12 +10,12 @@ import pytest
 from hack.ibfabric import Spec, build
 from kueue_config.objects import generate
 from labeler.config import parse_config
-from labeler.model import TopologyError
+from labeler.errors import TopologyError
 from labeler.nodes import Node
-from labeler.pipeline import discover, source_options
 from tests.conftest import kueue_crd
 from tests.crdschema import validate
 from tests.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from topolabel.pipeline import discover, source_options
 
 pytestmark = [needs_ibsim, pytest.mark.slow]
 CRD = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues"}
@@ -42,8 +42,8 @@ def run(text: str, tmp_path: Path, nodes: list[Node]):
     cfg = parse_config({"source": {"type": "combined", "sources": [
         {"type": "infiniband", "ibnetdiscover": str(path)},
         {"type": "labels", "preset": "nvlink", "missing": "node"}]}}, "topolabel.yaml")
-    name, options = source_options(cfg, {})
-    return cfg, discover(cfg, name, options, nodes, origin="topolabel.yaml")
+    source, options = source_options(cfg, {})
+    return cfg, discover(cfg, source, options, nodes, origin="topolabel.yaml")
 
 
 def test_nvlink_domain_is_its_own_level_and_objects_are_valid(ibsim, tmp_path: Path) -> None:

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from labeler.operator.settings import RunOptions
 from tests.conftest import ROOT
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+from topolabel.operator.settings import RunOptions
 
 MANIFESTS = ROOT / "manifests"
 OPERATOR = "topolabel-operator"
@@ -105,6 +105,21 @@ def test_the_manifests_pass_a_server_side_dry_run(prepared: KubeCluster) -> None
                 "clusterrolebinding.rbac.authorization.k8s.io/topolabel-operator", "serviceaccount/topolabel",
                 "deployment.apps/topolabel", "service/topolabel-metrics"):
         assert f"{obj} " in out, out
+
+
+def test_the_crd_stores_a_teams_spec_as_written_and_refuses_what_the_config_refuses(prepared: KubeCluster) -> None:
+    spec = yaml.safe_load((ROOT / "examples" / "teams.yaml").read_text())
+    manifest = {"apiVersion": "topolabel.dev/v1alpha1", "kind": "TopologyLabeler", "metadata": {"name": "teams"},
+                "spec": spec}
+    out = prepared.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(manifest))
+    assert json.loads(out.stdout)["spec"] == spec  # nothing pruned, nothing defaulted
+    bad = json.loads(json.dumps(manifest))
+    bad["spec"]["kueue"]["clusterQueues"][0]["name"] = "Team-A"
+    bad["spec"]["kueue"]["localQueues"][0]["namespaces"] = ["../x"]
+    out = prepared.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(bad), check=False)
+    assert out.returncode != 0
+    assert "spec.kueue.clusterQueues.name" in out.stderr or "spec.kueue.clusterQueues[0].name" in out.stderr, out.stderr
+    assert "namespaces" in out.stderr
 
 
 def test_a_thousand_nodes_one_start_then_zero_writes_and_a_dead_source_loses_nothing(

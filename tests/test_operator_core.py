@@ -4,7 +4,6 @@ settings, and the manifests (CRD schema in step with the config, least-privilege
 from __future__ import annotations
 
 import argparse
-import types
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +12,20 @@ import yaml
 
 from labeler.apply import ApplyResult
 from labeler.config import Config, parse_config
-from labeler.model import Problem, TopologyError
+from labeler.errors import InputError, TopologyError
+from labeler.model import Discovery, Problem
 from labeler.nodes import Node
-from labeler.operator.kueue import Usage, covers, needs_usage, plan_changes
-from labeler.operator.labelling import PENDING_SECONDS, Labeller
-from labeler.operator.settings import RunOptions, answers_per_node, resolve
-from labeler.operator.status import MAX_PROBLEMS, Conditions, status_body
-from labeler.operator.topology import Topology, carry_over
-from labeler.pipeline import place
-from labeler.placement import Discovery
 from labeler.plan import MANAGED_ANNOTATION, NodeChange, Plan
 from providers import inventory, labels
+from providers.base import Options, Source
+from providers.registry import get_source
 from tests.conftest import ROOT
+from topolabel.operator.kueue import Usage, covers, needs_usage, plan_changes
+from topolabel.operator.labelling import PENDING_SECONDS, Labeller
+from topolabel.operator.settings import RunOptions, resolve
+from topolabel.operator.status import MAX_PROBLEMS, Conditions, status_body
+from topolabel.operator.topology import Topology, carry_over
+from topolabel.pipeline import place
 
 MANIFESTS = ROOT / "manifests"
 CFG = Config()
@@ -217,9 +218,9 @@ def test_the_status_bounds_its_problem_list() -> None:
 # --- settings ---
 
 def test_which_sources_answer_per_node() -> None:
-    assert answers_per_node(labels) and answers_per_node(inventory)
-    assert not answers_per_node(types.SimpleNamespace(NEEDS_NODES=False))  # a fabric sweep
-    assert answers_per_node(types.SimpleNamespace())
+    assert labels.SOURCE.per_node and inventory.SOURCE.per_node
+    assert not get_source("infiniband").per_node and not get_source("lldp").per_node  # a fabric sweep
+    assert Source("x", Options, lambda parser: None, labels.discover).per_node
 
 
 def test_settings_come_from_the_resource_spec_or_the_file_and_flags_override(tmp_path: Path) -> None:
@@ -228,14 +229,14 @@ def test_settings_come_from_the_resource_spec_or_the_file_and_flags_override(tmp
     opts = RunOptions(config_path=str(file), flags={"preset": "eks"})
     assert resolve(opts, None).options == {"preset": "eks"}
     from_spec = resolve(opts, {"source": {"type": "inventory", "inventory": "x.csv"}, "keyPrefix": "example.com/"})
-    assert (from_spec.source, from_spec.cfg.key_prefix, from_spec.per_node) == ("inventory", "example.com/", True)
-    with pytest.raises(TopologyError, match="TopologyLabeler default"):
+    assert (from_spec.source.name, from_spec.cfg.key_prefix, from_spec.source.per_node) == ("inventory", "example.com/", True)
+    with pytest.raises(InputError, match="TopologyLabeler default"):
         resolve(opts, {"plan": {"maxChangeFraction": 2}})
 
 
 def test_run_rejects_a_nodes_file_and_a_bad_address(capsys: pytest.CaptureFixture[str]) -> None:
-    from labeler.cli import main
-    from labeler.commands.run import _address
+    from topolabel.cli import main
+    from topolabel.commands.run import _address
 
     assert main(["run", "--nodes", "nodes.yaml"]) == 2
     assert "--nodes is a file" in capsys.readouterr().err
@@ -283,7 +284,7 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
     role = next(d for d in documents() if d["kind"] == "ClusterRole")
     grants = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
               for v in rule["verbs"]}
-    kueue = {("kueue.x-k8s.io", r, v) for r in ("topologies", "resourceflavors", "clusterqueues", "localqueues")
+    kueue = {("kueue.x-k8s.io", r, v) for r in ("topologies", "resourceflavors", "cohorts", "clusterqueues", "localqueues")
              for v in ("list", "create", "patch", "delete")}
     assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")), ("", "events", "create"),
                       *(("topolabel.dev", "topologylabelers", v) for v in ("get", "list", "watch")),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from labeler.model import Level, Snapshot, TopologyError
-from labeler.placement import Discovery, level_keys, pad_depths, to_snapshot
+from labeler.errors import TopologyError
+from labeler.model import Discovery, Level, Snapshot
+from labeler.placement import level_keys, pad_depths, to_snapshot
 
 LEVELS = (Level("block", "topolabel.dev/block"), Level("rack", "topolabel.dev/rack"))
 

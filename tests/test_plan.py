@@ -9,10 +9,11 @@ import pytest
 
 from hack.synth import gke_cluster
 from labeler.apply import apply_plan
+from labeler.errors import PlanRefused
 from labeler.model import Level, Snapshot
 from labeler.nodes import Node, parse_nodes
-from labeler.plan import MANAGED_ANNOTATION, PlanRefused, check_share, make_plan
 from labeler.placement import level_keys, to_snapshot
+from labeler.plan import MANAGED_ANNOTATION, check_share, make_plan
 from providers.base import SourceContext
 from providers.labels import discover
 

@@ -6,10 +6,10 @@ import json
 import random
 from pathlib import Path
 
-from labeler.cli import main
 from labeler.model import Level, Snapshot
 from labeler.nodes import Node
 from labeler.verify import compare_sources, label_drift
+from topolabel.cli import main
 
 LEVELS_A = (Level("block", "topolabel.dev/block"), Level("rack", "topolabel.dev/rack"))
 LEVELS_B = (Level("spine", "x/spine"), Level("leaf", "x/leaf"))

@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import networkx as nx
 
+from labeler.errors import InputError
 from labeler.nodes import Node
 
 from . import ANNOTATION
@@ -69,7 +70,7 @@ class GuidMap:
                     continue
                 try:
                     device, guid = _entry(entry)
-                except ValueError as exc:
+                except InputError as exc:
                     self.errors.append((node, f"{origin}: {exc}"))
                     continue
                 self.owners[guid] = Owner(node, device)
@@ -80,7 +81,7 @@ def _entry(entry: Any) -> tuple[str | None, int]:
     if isinstance(entry, int) and not isinstance(entry, bool):
         return None, entry
     if not isinstance(entry, str):
-        raise ValueError(f"{entry!r} is not a GUID")
+        raise InputError(f"{entry!r} is not a GUID")
     device, sep, guid = entry.rpartition("=")
     return (device or None) if sep else None, parse_guid(guid)
 
@@ -88,7 +89,7 @@ def _entry(entry: Any) -> tuple[str | None, int]:
 def guid_map_from(data: Any, origin: str) -> GuidMap:
     """A `--guid-map` document: a mapping of node (or host) name to its entries."""
     if not isinstance(data, Mapping):
-        raise ValueError(f"{origin}: expected a mapping of node name to GUIDs "
+        raise InputError(f"{origin}: expected a mapping of node name to GUIDs "
                          "(`gpu-001: [mlx5_0=0x0c42a10300b4e3f0, ...]`)")
     found = GuidMap()
     for node, value in data.items():

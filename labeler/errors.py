@@ -1,0 +1,33 @@
+"""One error hierarchy for all of topolabel, so the CLI and the operator catch one base class.
+
+Every error's message is one line that names the input (file, key, node, source) and the problem; the
+CLI prints it and exits 2. `InputError` is also a `ValueError`, so pydantic validators and callers that
+expect a value error keep working.
+"""
+
+from __future__ import annotations
+
+
+class TopolabelError(Exception):
+    """Anything topolabel reports as one line instead of a traceback."""
+
+
+class InputError(TopolabelError, ValueError):
+    """Bad input: a file, a config key, a kubeconfig, an option; the message names it."""
+
+
+class TopologyError(InputError):
+    """Input that cannot form a valid topology (not a tree, bad label keys, clashing names)."""
+
+
+class SourceError(TopolabelError):
+    """A source could not answer at all (unreachable API, denied permission, unreadable file)."""
+
+
+class StaleInput(SourceError):
+    """The data a source reads is missing or older than allowed (a publisher stopped): the operator keeps
+    the last good topology and says how old the data is."""
+
+
+class PlanRefused(TopolabelError):
+    """A label plan that would rewrite or remove too much at once; `--force` overrides it."""

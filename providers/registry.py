@@ -1,0 +1,33 @@
+"""The one list of sources. Each is imported only when a command names it (or lists every flag)."""
+
+from __future__ import annotations
+
+import importlib
+
+from labeler.errors import SourceError
+
+from .base import Options, Source
+
+# name -> module defining SOURCE
+SOURCES: dict[str, str] = {
+    "labels": "providers.labels",
+    "inventory": "providers.inventory",
+    "aws": "providers.aws",
+    "gcp": "providers.gcp",
+    "combined": "providers.combined",
+    "lldp": "providers.lldp",
+    "infiniband": "providers.infiniband",
+}
+
+
+def get_source(name: str) -> Source:
+    """The source called `name`; an unknown name is an error listing the known ones."""
+    if name not in SOURCES:
+        raise SourceError(f"unknown source {name!r}; known: {', '.join(sorted(SOURCES))}")
+    return importlib.import_module(SOURCES[name]).SOURCE
+
+
+def option_models() -> dict[str, type[Options]]:
+    """Each source's options model, by name: what the config's `source` section is checked against and
+    what its JSON schema is made from."""
+    return {name: get_source(name).options for name in sorted(SOURCES)}

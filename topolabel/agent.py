@@ -1,0 +1,94 @@
+"""The agent: publish what only the node itself can see as annotations on its own Node, and nothing else.
+
+It runs in a hostNetwork DaemonSet beside lldpd. Each round runs `lldpcli -f json0 show neighbors`, turns
+the output into the compact facts JSON (`providers.lldp.facts`), optionally asks `nvidia-smi` for the
+node's NVLink domain (`providers.gpu_clique`), and sends one merge patch to its own Node when the values
+changed, or when `resync` seconds passed (to restore an annotation someone removed). It never reads Nodes,
+so `patch` on nodes is all its RBAC grants; an admission policy keeps it to its own Node.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence, TextIO
+
+from kubernetes.client.exceptions import ApiException
+
+from labeler.errors import SourceError, TopolabelError
+from labeler.hosttools import run_tool
+from labeler.kube import api_error
+from providers.lldp.facts import Neighbor, parse_json0
+
+LLDPCLI_TIMEOUT = 30.0
+_LOG_PREFIX = re.compile(r"^\S+ \[\w+/\w+\] ")  # lldpcli's "2026-11-30T02:08:31 [WARN/control] "
+
+
+def lldpcli_command(lldpcli: str = "lldpcli", socket: str | None = None) -> list[str]:
+    """The command that prints the neighbours; `socket` is lldpd's control socket when not the default."""
+    return [lldpcli, *(["-u", socket] if socket else []), "-f", "json0", "show", "neighbors"]
+
+
+def read_neighbors(command: Sequence[str], timeout: float = LLDPCLI_TIMEOUT) -> tuple[Neighbor, ...]:
+    """Run lldpcli and parse its json0 output; failures are one-line `SourceError`s."""
+    out = run_tool(command, timeout, missing="install lldpd, or give --lldpcli", failed="is lldpd running?",
+                   clean=lambda line: _LOG_PREFIX.sub("", line.strip()))
+    try:
+        return parse_json0(json.loads(out), "lldpcli output")
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"lldpcli output: not JSON: {exc}") from None
+
+
+def annotation_patch(values: Mapping[str, str | None]) -> dict[str, Any]:
+    """The merge patch that sets (or, for None, removes) these annotations and touches nothing else."""
+    return {"metadata": {"annotations": dict(values)}}
+
+
+@dataclass
+class Agent:
+    """One node's publisher: `collect` gives the annotation value, `publish` writes it to the Node."""
+
+    collect: Callable[[], str]
+    publish: Callable[[str], None]
+    resync: float = 3600.0
+    clock: Callable[[], float] = time.monotonic
+    last: str | None = field(default=None, init=False)
+    written_at: float = field(default=float("-inf"), init=False)
+
+    def round(self) -> bool:
+        """Collect, and publish when the value changed or a resync is due; True when it wrote."""
+        value = self.collect()
+        now = self.clock()
+        if value == self.last and now - self.written_at < self.resync:
+            return False
+        self.publish(value)
+        self.last, self.written_at = value, now
+        return True
+
+
+def run(agent: Agent, interval: float, once: bool, log: TextIO = sys.stderr,
+        sleep: Callable[[float], None] = time.sleep) -> int:
+    """Rounds every `interval` seconds (with jitter, so a DaemonSet does not patch in step).
+
+    With `once`, one round whose errors propagate (the CLI prints them); otherwise an error is logged and
+    the next round tries again.
+    """
+    while True:
+        try:
+            wrote = agent.round()
+            print(f"topolabel agent: {'published' if wrote else 'unchanged'}", file=log, flush=True)
+        except TopolabelError as exc:
+            if once:
+                raise
+            print(f"topolabel agent: error: {exc}", file=log, flush=True)
+        except ApiException as exc:
+            if once:
+                raise
+            print(f"topolabel agent: Kubernetes API error: {api_error(exc)}", file=log, flush=True)
+        if once:
+            return 0
+        sleep(interval * random.uniform(0.9, 1.1))

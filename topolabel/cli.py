@@ -1,0 +1,96 @@
+"""The `topolabel` command line: parse, dispatch to a subcommand, turn known errors into one clear line.
+
+Start-up is part of every command's time, so only the chosen command's module is imported and only its flags
+are built (the others are listed by name and help); each command imports what it uses when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from labeler.errors import TopolabelError
+
+from . import version
+from .commands import COMMANDS
+
+DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
+Kueue Topology-Aware Scheduling objects."""
+
+
+class VersionAction(argparse.Action):
+    """`--version`, reading the installed version only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"{parser.prog} {version.current()}")
+        parser.exit()
+
+
+class Parents(dict):
+    """Flag groups several commands share, built when a command first asks for one."""
+
+    def __missing__(self, key: str) -> argparse.ArgumentParser:
+        from .commands.common import PARENTS
+
+        value = self[key] = PARENTS[key]()
+        return value
+
+
+def parser(prog: str = "topolabel", command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `command`, only that command's flags are built (completion needs them all)."""
+    top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    top.add_argument("--version", action=VersionAction)
+    top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parents = Parents()
+    for name, summary in COMMANDS.items():
+        if command in (None, name, "completion"):
+            importlib.import_module(f"{__package__}.commands.{name}").register(sub, parents)
+        else:
+            sub.add_parser(name, help=summary)
+    return top
+
+
+def chosen_command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (the top level takes no option with a value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser(prog, chosen_command(argv) or "").parse_args(argv)
+    try:
+        return args.run(args)
+    except TopolabelError as exc:
+        print(f"topolabel {args.command}: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        message = kube_error(exc)
+        if message is None:
+            raise
+        print(f"topolabel {args.command}: Kubernetes API error: {message}", file=sys.stderr)
+    return 2
+
+
+def kube_error(exc: Exception) -> str | None:
+    """The one-line reason of a Kubernetes API error; None for anything else. A command that talked to a
+    cluster has the client loaded already, so other commands never import it just to check."""
+    exceptions = sys.modules.get("kubernetes.client.exceptions")
+    if exceptions is None or not isinstance(exc, exceptions.ApiException):
+        return None
+    from labeler.kube import api_error
+
+    return api_error(exc)
+
+
+def kubectl_main() -> int:
+    """The `kubectl-topolabel` plugin: `kubectl topolabel plan ...` runs `topolabel plan ...`."""
+    return main(prog="kubectl topolabel")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""`topolabel apply`: write the label plan to the cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from labeler.apply import apply_plan
+from labeler.kube import connect, patch_node
+
+from ..output import emit, plan_table
+from ..progress import terminal
+from . import COMMANDS
+from .common import config_of
+from .plan import build, plan_parents
+
+EXAMPLES = """examples:
+  topolabel apply --source labels --preset gke --dry-run
+  topolabel apply --snapshot snap.json --kubeconfig ~/.kube/config --concurrency 32
+"""
+
+
+def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("apply", help=COMMANDS["apply"],
+                            parents=plan_parents(parents), epilog=EXAMPLES,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dry-run", action="store_true", help="send the patches with dryRun=All (nothing stored)")
+    parser.add_argument("--concurrency", type=int, help="patches in flight (default: apply.concurrency, 16)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.nodes:
+        print("topolabel apply: --nodes is a file; apply writes to a cluster (use --kubeconfig)", file=sys.stderr)
+        return 2
+    cfg = config_of(args)
+    plan = build(args)
+    api = connect(args.kubeconfig, args.context)
+    result = apply_plan(plan, lambda name, body: patch_node(api, name, body, args.dry_run),
+                        concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries,
+                        progress=terminal())
+    report = {**plan.to_dict(), "result": result.to_dict(), "dryRun": args.dry_run}
+    if args.output == "table":
+        plan_table(plan)
+        verb = "would write" if args.dry_run else "wrote"
+        print(f"{verb} {len(result.written)} node(s), {len(result.failed)} failed, {result.retries} retried")
+        for node, error in sorted(result.failed.items()):
+            print(f"  {node}: {error}", file=sys.stderr)
+    else:
+        emit(report, args.output)
+    return 1 if result.failed else 0

@@ -1,0 +1,123 @@
+"""What `job`, `fit` and `show` share: the Kueue TAS set-up in force, nodes as Kueue sees them, pods.
+
+The set-up comes from `--kueue-dir` (what `topolabel kueue` wrote), else from `--snapshot` (generated in
+memory the same way), else from the cluster. With `--snapshot`, nodes are also placed by the snapshot,
+as if `topolabel apply` had run; nodes whose labels differ are reported, since Kueue reads the labels.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kueue_config.objects import generate
+from kueue_config.tas.capacity import PodUsage, parse_pods, pods_from_items
+from kueue_config.tas.setup import TASSetup
+from labeler.config import Config
+from labeler.errors import TopologyError
+from labeler.model import Level, Snapshot
+from labeler.nodes import Node, read_items, yaml_error
+
+from ..pipeline import read_snapshot
+
+
+def tas_parent() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("Kueue TAS set-up (default: the snapshot's, else the cluster's)")
+    group.add_argument("--kueue-dir", metavar="DIR", help="directory (or stream file) `topolabel kueue` wrote")
+    group.add_argument("--topology", metavar="NAME", help="Topology to use when several apply")
+    return parser
+
+
+def flavor_parent() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--flavor", metavar="NAME", help="only this ResourceFlavor (default: the queue's, in order)")
+    parser.add_argument("--pods", metavar="FILE",
+                        help="`kubectl get pods -A -o yaml` output (with --nodes); without it no pod holds capacity")
+    return parser
+
+
+def read_kueue_objects(path: str) -> list[dict[str, Any]]:
+    """Every object in a directory of YAML files, or in one multi-document file."""
+    target = Path(path)
+    files = sorted([*target.glob("*.yaml"), *target.glob("*.yml")]) if target.is_dir() else [target]
+    if not files or not all(f.is_file() for f in files):
+        raise TopologyError(f"{path}: no YAML files (run `topolabel kueue --output-dir {path}` first)")
+    objects: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            objects.extend(doc for doc in yaml.safe_load_all(file.read_text()) if isinstance(doc, dict))
+        except OSError as exc:
+            raise TopologyError(f"{file}: cannot read: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise TopologyError(f"{file}: cannot read: {yaml_error(exc)}") from None
+    return objects
+
+
+def _uses_cluster(args: argparse.Namespace) -> bool:
+    """A cluster was named, or nodes come from the default kubeconfig (fit and show without --nodes)."""
+    if getattr(args, "kubeconfig", None) or getattr(args, "context", None):
+        return True
+    return hasattr(args, "nodes") and not args.nodes
+
+
+@dataclass
+class TASContext:
+    """The set-up in force and the names people may use for its levels."""
+
+    setup: TASSetup | None
+    known_levels: list[Level] = field(default_factory=list)
+    snapshot: Snapshot | None = None
+
+
+def tas_context(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None = None) -> TASContext:
+    """Kueue objects from --kueue-dir, else --snapshot (+ nodes for flavors), else the cluster, else none."""
+    snapshot = read_snapshot(args.snapshot) if getattr(args, "snapshot", None) else None
+    objects: list[dict[str, Any]] | None = None
+    if args.kueue_dir:
+        objects = read_kueue_objects(args.kueue_dir)
+    elif snapshot is not None:
+        objects = generate(snapshot, nodes or [], cfg).objects
+    elif _uses_cluster(args):
+        from kueue_config.tas.cluster import list_kueue_objects
+        from labeler.kube import connect
+
+        objects = list_kueue_objects(connect(args.kubeconfig, args.context))
+    origin = args.kueue_dir or args.snapshot or "cluster"
+    setup = TASSetup.from_objects(objects, origin) if objects is not None else None
+    known = list(snapshot.levels) if snapshot else []
+    known += [Level(lv.name, lv.label or f"{cfg.key_prefix}{lv.name}") for lv in cfg.levels]
+    return TASContext(setup, known, snapshot)
+
+
+def placed_nodes(nodes: list[Node], snapshot: Snapshot | None) -> tuple[list[Node], list[str]]:
+    """Nodes with the snapshot's labels applied, and a note about nodes that do not carry them yet."""
+    if snapshot is None:
+        return nodes, []
+    out, stale = [], []
+    for node in nodes:
+        if node.name in snapshot.nodes:
+            labels = snapshot.labels_for(node.name)
+            if any(node.labels.get(k) != v for k, v in labels.items()):
+                stale.append(node.name)
+            node = replace(node, labels={**node.labels, **labels})
+        out.append(node)
+    notes = [f"{len(stale)} node(s) do not carry the snapshot's labels yet (e.g. {', '.join(stale[:3])}); the "
+             "answer assumes `topolabel apply` has run - Kueue cannot place pods there until it has"] if stale else []
+    return out, notes
+
+
+def running_pods(args: argparse.Namespace) -> list[PodUsage]:
+    """Pods holding capacity: from --pods, from the cluster when nodes came from it, else none."""
+    if args.pods:
+        return pods_from_items(read_items(args.pods, "Pod"), args.pods)
+    if args.nodes:
+        return []
+    from kueue_config.tas.cluster import list_pods  # the Kubernetes client, only for a cluster
+    from labeler.kube import connect
+
+    return parse_pods(list_pods(connect(args.kubeconfig, args.context)), "cluster")

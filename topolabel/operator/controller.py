@@ -1,0 +1,412 @@
+"""The reconcile loop: place joining nodes within seconds, resync everything on an interval.
+
+One asyncio task does all the work, so a full pass and a node pass never overlap; kopf's handlers only
+record what changed and wake it. Blocking work (sources, patches, Kueue and status calls) runs in threads.
+
+A full pass runs the source over every node, checks the plan against `plan.maxChangeFraction`, adopts the
+answer as the last good topology, writes what changed and verifies the Kueue objects against the server.
+A node pass (after a node event) places joining nodes (per-node sources answer for them alone; fabric
+sources' last discovery may already know them) and writes only the nodes the events touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Mapping
+
+from kubernetes.client.exceptions import ApiException
+
+from kueue_config.objects import generate
+from labeler.apply import apply_plan
+from labeler.config import Config
+from labeler.errors import PlanRefused, SourceError, StaleInput, TopolabelError
+from labeler.kube import api_error
+from labeler.model import Discovery, Problem, Snapshot
+from labeler.names import KUEUE_API_VERSION
+from labeler.nodes import Node
+from labeler.plan import Plan, check_share
+from labeler.progress import Progress, quiet
+from labeler.verify import label_drift, stale
+
+from ..pipeline import run_source
+from ..progress import logged
+from .kubeapi import Kube
+from .kueue import KueueSync
+from .labelling import Labeller
+from .metrics import Health, Metrics
+from .settings import RunOptions, Settings, resolve
+from .status import Condition, Conditions, Reporter, resource_path, status_body
+from .topology import Topology
+
+log = logging.getLogger(__name__)
+PASS_PROGRESS = logged(log, every=10.0)  # a full pass's discovery and writes, logged at most every 10 s
+
+HEARTBEAT = 10.0  # the loop wakes at least this often, so liveness sees it turn
+LOGGED_NODES = 20  # per pass and outcome; the status and Events count them all
+JOINED, CHANGED = "Joined", "Changed"
+WORDS = {JOINED: "joining", CHANGED: "changed"}
+FULL_GAP = 5.0  # least time between a finished full pass and one asked for early
+
+
+class SourceTimeout(SourceError):
+    """The source did not answer within --source-timeout."""
+
+
+class Controller:
+    def __init__(self, opts: RunOptions, kube: Kube, metrics: Metrics, health: Health) -> None:
+        self.opts = opts
+        self.kube = kube
+        self.metrics = metrics
+        self.health = health
+        self.cache: dict[str, Node] = {}  # every node: a full pass's list, kept current by node events
+        self.asked: dict[str, Node] = {}  # every node as the source last saw it (in a full pass or on joining)
+        self.reporter = Reporter(kube, metrics, opts.name, opts.namespace)
+        self.conditions = Conditions()
+        self.topology = Topology()
+        self.labeller = Labeller()
+        self.kueue = KueueSync(kube)
+        self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
+        self.configured = False
+        self.settings: Settings | None = None
+        self.dirty: set[str] = set()
+        self.gone: set[str] = set()
+        self.wake = asyncio.Event()
+        self.full_at = 0.0  # loop time of the next full pass
+        self.full_done = 0.0
+        self.refused: str | None = None
+        self.running: asyncio.Future[Discovery] | None = None
+        self.join_problems: dict[str, Problem] = {}
+        self.unannounced: list[Condition] = []
+
+    # --- called from kopf handlers (on the loop, never blocking) ---
+
+    def node_event(self, node: Node, deleted: bool) -> None:
+        if deleted:
+            self.cache.pop(node.name, None)
+            self.asked.pop(node.name, None)
+            self.labeller.forget(node.name)
+            self.gone.add(node.name)
+        else:
+            self.cache[node.name] = node
+            self.labeller.observe(node)
+        self.dirty.add(node.name)
+        self.wake.set()
+
+    def resource_event(self, body: Mapping[str, Any] | None) -> None:
+        """The TopologyLabeler appeared, changed, or went away (None): its spec is the config."""
+        if _uid(body) != _uid(self.reporter.resource):
+            self.reporter.written = None
+        self.reporter.resource = body
+        spec = None if body is None else dict(body.get("spec") or {})
+        if spec != self.spec or not self.configured:
+            self.spec = spec
+            self.reconfigure()
+            self.request_full()
+
+    def reconfigure(self) -> None:
+        """New settings from the spec (or file) and flags; a bad config keeps the previous settings."""
+        self.configured = True
+        try:
+            self.settings = resolve(self.opts, self.spec)
+            self.reporter.source = self.settings.source.name
+        except TopolabelError as exc:
+            self.metrics.errors.labels(kind="config").inc()
+            cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
+            if cond:
+                self.unannounced.append(cond)  # posted by the next pass (handlers must not block)
+
+    def request_full(self, soon: bool = False) -> None:
+        """Ask for a full pass now, or (soon) no earlier than FULL_GAP after the last one."""
+        loop = asyncio.get_running_loop()
+        self.full_at = min(self.full_at, self.full_done + FULL_GAP if soon else loop.time())
+        self.wake.set()
+
+    # --- the loop ---
+
+    async def prepare(self) -> None:
+        """Read the TopologyLabeler, then the first full pass. The operator runs this before kopf starts
+        watching, so the first labelling does not share the CPU with kopf's initial burst of node events
+        (which then show nodes already labelled)."""
+        loop = asyncio.get_running_loop()
+        await self.startup()
+        self.full_at = loop.time() + self.opts.resync
+        await self.guarded("full", self.full_pass)
+        self.full_done = loop.time()
+
+    async def run(self) -> None:
+        """The loop, after `prepare`: node passes on events, full passes on the interval or on request."""
+        loop = asyncio.get_running_loop()
+        while True:
+            self.health.beat()
+            delay = self.full_at - loop.time()
+            if delay > 0 and not self.dirty:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), min(delay, HEARTBEAT))
+            self.wake.clear()
+            if loop.time() >= self.full_at:
+                self.full_at = loop.time() + self.opts.resync
+                await self.guarded("full", self.full_pass)
+                self.full_done = loop.time()
+            elif self.dirty:
+                await asyncio.sleep(self.opts.debounce)  # let a burst of joins arrive together
+                await self.guarded("nodes", self.node_pass)
+
+    async def startup(self) -> None:
+        """Read the TopologyLabeler once (its events may come after the first pass)."""
+        try:
+            body = await asyncio.to_thread(self.kube.get, resource_path(self.opts.name))
+        except ApiException as exc:
+            log.warning("cannot read TopologyLabeler %s (%s); using the config file and flags",
+                        self.opts.name, api_error(exc), extra={"reason": "ResourceUnreadable"})
+            body = None
+        self.resource_event(body)
+
+    async def guarded(self, scope: str, step: Any) -> None:
+        """One pass; an unexpected error is logged and counted, and the loop goes on."""
+        try:
+            await step()
+        except Exception:  # noqa: BLE001 - the loop must outlive a bug in one pass
+            self.metrics.errors.labels(kind="internal").inc()
+            log.exception("the %s pass failed", scope, extra={"reason": "PassFailed"})
+        self.metrics.syncs.labels(scope=scope).inc()
+
+    def nodes(self) -> dict[str, Node]:
+        return dict(self.cache)
+
+    async def list_nodes(self) -> dict[str, Node]:
+        """Every node, read from the server; it also resets the cache, less nodes deleted meanwhile."""
+        self.gone.clear()
+        listed = {n.name: n for n in await asyncio.to_thread(self.kube.list_nodes)}
+        for name in self.gone:
+            listed.pop(name, None)
+        self.cache = dict(listed)
+        return listed
+
+    # --- passes ---
+
+    async def full_pass(self) -> None:
+        started = asyncio.get_running_loop().time()
+        self.dirty.clear()
+        nodes = await self.list_nodes()
+        self.join_problems.clear()
+        self.asked = dict(nodes)
+        settings = self.settings
+        plan = await self.rediscover(settings, nodes) if settings else None
+        snapshot = self.topology.snapshot
+        if settings and snapshot:
+            await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg,
+                             PASS_PROGRESS)
+            await self.sync_kueue(settings, nodes, verify=True)
+        self.metrics.last_sync.set_to_current_time()
+        self.health.ready = True
+        await self.report(nodes)
+        log.info("full pass over %d node(s) took %.1fs", len(nodes), asyncio.get_running_loop().time() - started,
+                 extra={"reason": "FullPass", "source": settings.source.name if settings else None})
+
+    async def node_pass(self) -> None:
+        names, self.dirty = sorted(self.dirty), set()
+        gone, self.gone = self.gone, set()
+        nodes = self.nodes()
+        settings = self.settings
+        if settings is None:
+            await self.report(nodes)
+            return
+        touched = [nodes[n] for n in names if n in nodes]
+        arrived = [node for node in touched if node.name not in self.asked]
+        ask = self.to_ask(touched)
+        if ask and settings.source.per_node:
+            await self.place(settings, ask)
+        self.asked.update({node.name: node for node in [*arrived, *(node for node, _ in ask)]})
+        snapshot = self.topology.snapshot
+        if snapshot is not None:
+            await self.write(self.labeller.plan_for(snapshot, touched, len(nodes)), settings.cfg)
+            if arrived or ask or gone:
+                await self.sync_kueue(settings, nodes, verify=False)
+        await self.report(nodes)
+
+    def to_ask(self, touched: list[Node]) -> list[tuple[Node, str]]:
+        """Unplaced nodes worth asking the source about, and why: joined since the source last saw every node,
+        or changed (labels, annotations, provider ID) since it last saw them. A node that was there unplaced
+        at the last full pass, as kopf's first events show every node, is not asked again nor called joining."""
+        snapshot = self.topology.snapshot
+        out: list[tuple[Node, str]] = []
+        for node in touched:
+            if snapshot is not None and node.name in snapshot.nodes:
+                continue
+            seen = self.asked.get(node.name)
+            if seen is None:
+                out.append((node, JOINED))
+            elif (seen.labels, seen.annotations, seen.provider_id) != (node.labels, node.annotations, node.provider_id):
+                out.append((node, CHANGED))
+        return out
+
+    async def discover(self, settings: Settings, nodes: list[Node], scope: str) -> Discovery:
+        """Run the source in a thread, giving up after --source-timeout (the thread is left to finish)."""
+        if self.running is not None and not self.running.done():
+            raise SourceError(f"{settings.source.name}: the previous discovery is still running "
+                              f"(it overran --source-timeout {self.opts.source_timeout:.0f}s)")
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        self.running = loop.run_in_executor(None, run_source, settings.source, settings.options, nodes,
+                                            settings.origin, lambda: self.kube.api,
+                                            PASS_PROGRESS if scope == "full" else quiet)
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.running), self.opts.source_timeout)
+        except asyncio.TimeoutError:
+            raise SourceTimeout(f"{settings.source.name}: no answer within {self.opts.source_timeout:.0f}s") from None
+        finally:
+            self.metrics.discovery.labels(source=settings.source.name, scope=scope).observe(loop.time() - started)
+
+    async def rediscover(self, settings: Settings, nodes: dict[str, Node]) -> Plan | None:
+        """A full discovery adopted as the last good topology when its plan is safe; its plan, or None."""
+        try:
+            found = await self.discover(settings, list(nodes.values()), "full")
+            found, snapshot = self.topology.candidate(settings.cfg, found, nodes.keys())
+        except Exception as exc:  # noqa: BLE001 - any failure of a source keeps the last good topology
+            await self.source_failed(exc)
+            return None
+        plan = self.labeller.full_plan(snapshot, nodes.values())
+        try:
+            check_share(plan, settings.cfg.plan.max_change_fraction)
+        except PlanRefused as exc:
+            self.metrics.errors.labels(kind="plan").inc()
+            self.refused = str(exc)
+            await self.transition("LabelsInSync", False, "PlanRefused", f"{exc}; the last good topology stays")
+            return None
+        self.refused = None
+        await self.report_drift(snapshot, nodes)
+        self.topology.adopt(found, snapshot)
+        await self.transition("SourceAvailable", True, "Discovered",
+                              f"{settings.source.name}: {len(snapshot.nodes)} node(s) placed in {len(snapshot.levels)} "
+                              "level(s)")
+        return plan
+
+    async def report_drift(self, snapshot: Snapshot, nodes: dict[str, Node]) -> None:
+        """Labels a fresh discovery disagrees with (as `topolabel verify` reports them): a metric and an Event."""
+        drifted = stale(label_drift(snapshot, list(nodes.values())))
+        names = sorted({d.node for d in drifted})
+        self.metrics.drift.set(len(names))
+        if names:
+            examples = "; ".join(f"{d.node} {d.level}: {d.a} -> {d.b}" for d in drifted[:3])
+            await asyncio.to_thread(self.reporter.event, "Warning", "Drift",
+                                    f"{len(names)} node(s) carry topology labels that differ from a fresh discovery "
+                                    f"({examples}); correcting them")
+
+    async def source_failed(self, exc: Exception) -> None:
+        self.metrics.errors.labels(kind="source").inc()
+        reason = ("SourceTimeout" if isinstance(exc, SourceTimeout) else "InputStale" if isinstance(exc, StaleInput)
+                  else "SourceFailed")
+        message = str(exc) if isinstance(exc, TopolabelError) else f"{type(exc).__name__}: {exc}"
+        keep = "labelling from the last good topology" if self.topology.snapshot else "no topology yet"
+        await self.transition("SourceAvailable", False, reason, f"{message}; nothing removed, {keep}")
+
+    async def place(self, settings: Settings, ask: list[tuple[Node, str]]) -> None:
+        """Ask a per-node source about joining (or changed) nodes and merge the answer into the last good
+        topology. Each node is logged with its name, the source and why it was asked."""
+        names = [node.name for node, _ in ask]
+        source = settings.source.name
+        try:
+            answer = await self.discover(settings, [node for node, _ in ask], "join")
+            merged = self.topology.join(settings.cfg, answer, names)
+        except Exception as exc:  # noqa: BLE001 - a failed join waits for the next full pass
+            self.metrics.errors.labels(kind="source").inc()
+            for node, why in ask[:LOGGED_NODES]:
+                log.warning("could not place %s node %s: %s", WORDS[why], node.name, exc,
+                            extra={"node": node.name, "source": source, "reason": why})
+            for node, why in ask:
+                self.join_problems[node.name] = Problem("operator", f"not placed when it {WORDS[why]} ({exc}); "
+                                                                    "retried at the next resync", node.name)
+            return
+        for name in names:
+            self.join_problems.pop(name, None)
+        if not merged:
+            self.request_full(soon=True)
+            return
+        placed = self.topology.snapshot.nodes if self.topology.snapshot else {}
+        for node, why in ask[:LOGGED_NODES]:
+            if node.name in placed:
+                log.info("placed %s node %s", WORDS[why], node.name,
+                         extra={"node": node.name, "source": source, "reason": why})
+
+    async def write(self, plan: Plan, cfg: Config, progress: Progress = quiet) -> None:
+        if not plan.changes:
+            return
+        result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
+                                         cfg.apply.retries, progress)
+        self.labeller.record(plan, result)
+        if result.written:
+            await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",
+                                    f"wrote topology labels on {len(result.written)} node(s)")
+        if result.failed:
+            self.metrics.errors.labels(kind="labels").inc(len(result.failed))
+            for node, error in sorted(result.failed.items())[:LOGGED_NODES]:
+                log.warning("could not label node %s: %s", node, error, extra={"node": node, "reason": "WriteFailed"})
+
+    async def sync_kueue(self, settings: Settings, nodes: dict[str, Node], verify: bool) -> None:
+        """Bring the Kueue objects to what the topology generates; `verify` reads the server even when
+        nothing changed here (a full pass), otherwise an unchanged generation costs no call."""
+        snapshot = self.topology.snapshot
+        assert snapshot is not None
+        try:
+            generated = generate(snapshot, list(nodes.values()), settings.cfg)
+        except TopolabelError as exc:
+            self.metrics.errors.labels(kind="kueue").inc()
+            self.kueue.forget()
+            await self.transition("KueueInSync", False, "GenerateFailed", str(exc))
+            return
+        try:
+            result = await asyncio.to_thread(self.kueue.sync, generated, verify)
+        except ApiException as exc:
+            self.metrics.errors.labels(kind="kueue").inc()
+            missing = exc.status == 404
+            await self.transition("KueueInSync", False, "KueueMissing" if missing else "ReadFailed",
+                                  f"the Kueue CRDs ({KUEUE_API_VERSION}) are not served" if missing
+                                  else f"cannot read the Kueue objects: {api_error(exc)}")
+            return
+        if result is None:
+            return
+        if result.writes:
+            await asyncio.to_thread(self.reporter.event, "Normal", "KueueUpdated", "; ".join(result.writes))
+        failures = result.errors + result.changes.conflicts
+        if failures:
+            self.metrics.errors.labels(kind="kueue").inc(len(result.errors))
+            await self.transition("KueueInSync", False, "ApplyFailed" if result.errors else "Conflict",
+                                  "; ".join(failures))
+        else:
+            kept = f"; {'; '.join(result.changes.kept)}" if result.changes.kept else ""
+            await self.transition("KueueInSync", True, "Applied",
+                                  f"{len(generated.objects)} object(s) as generated{kept}")
+
+    async def transition(self, type_: str, ok: bool, reason: str, message: str) -> None:
+        cond = self.conditions.set(type_, ok, reason, message)
+        if cond is not None:
+            await asyncio.to_thread(self.reporter.transition, cond)
+
+    async def report(self, nodes: dict[str, Node]) -> None:
+        """Node-state metrics, the labels condition and the status, from the current state."""
+        snapshot = self.topology.snapshot
+        counts = self.labeller.states(snapshot, nodes.values())
+        self.metrics.set_node_states(counts)
+        failed = sorted(self.labeller.failed.items())
+        if snapshot is None:
+            await self.transition("LabelsInSync", False, "NoTopology", "no discovery has succeeded yet")
+        elif failed:
+            await self.transition("LabelsInSync", False, "WriteFailed",
+                                  f"{len(failed)} node(s) could not be labelled, e.g. {failed[0][0]}: {failed[0][1]}")
+        elif self.refused is None:
+            await self.transition("LabelsInSync", True, "Synced", f"{counts['labelled']} node(s) carry their placement")
+        problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(),
+                    *(Problem("labels", f"write failed: {error}", node) for node, error in failed),
+                    *self.kueue.problems]
+        announce, self.unannounced = self.unannounced, []
+        for cond in announce:
+            await asyncio.to_thread(self.reporter.transition, cond)
+        status = status_body(self.conditions, counts, snapshot, problems,
+                             self.settings.source.name if self.settings else None, self.kueue.count)
+        await asyncio.to_thread(self.reporter.publish, status)
+
+
+def _uid(body: Mapping[str, Any] | None) -> str | None:
+    return ((body or {}).get("metadata") or {}).get("uid")

@@ -1,0 +1,108 @@
+"""Prometheus metrics and the operator's HTTP endpoints: /metrics, /healthz (liveness), /readyz (readiness).
+
+Each operator run has its own registry, so several runs in one process (tests, benchmarks) do not collide.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from .. import version
+
+log = logging.getLogger(__name__)
+
+NODE_STATES = ("labelled", "pending", "unplaced", "failed")
+
+
+@dataclass
+class Metrics:
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+
+    def __post_init__(self) -> None:
+        reg = self.registry
+        self.nodes = Gauge("topolabel_nodes", "Nodes by state: labelled (carries its placement), pending "
+                           "(placed, not written yet), unplaced (the source did not place it), failed (write failed)",
+                           ["state"], registry=reg)
+        self.discovery = Histogram("topolabel_discovery_duration_seconds", "Time a source took to answer",
+                                   ["source", "scope"], registry=reg,
+                                   buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300))
+        self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made, by Kubernetes verb (get, "
+                                 "list, create, patch, apply, delete), resource and HTTP status code",
+                                 ["verb", "resource", "code"], registry=reg)
+        self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status)",
+                              ["kind"], registry=reg)
+        self.node_writes = Counter("topolabel_node_writes_total", "Node label patches that succeeded", registry=reg)
+        self.kueue_writes = Counter("topolabel_kueue_writes_total", "Kueue object writes", ["kind", "verb"],
+                                    registry=reg)
+        self.syncs = Counter("topolabel_syncs_total", "Reconcile passes finished: full (resync) or nodes (events)",
+                             ["scope"], registry=reg)
+        self.drift = Gauge("topolabel_drift_nodes", "Nodes whose topology labels differed from the last full "
+                           "discovery before it corrected them (stale labels)", registry=reg)
+        self.last_sync = Gauge("topolabel_last_sync_timestamp_seconds", "When the last full resync finished",
+                               registry=reg)
+        self.build_info = Gauge("topolabel_build_info", "Always 1; the version of the running operator",
+                                ["version"], registry=reg)
+        self.build_info.labels(version=version.current()).set(1)
+        for state in NODE_STATES:
+            self.nodes.labels(state=state).set(0)
+
+    def set_node_states(self, counts: dict[str, int]) -> None:
+        for state in NODE_STATES:
+            self.nodes.labels(state=state).set(counts.get(state, 0))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+@dataclass
+class Health:
+    """What the probes answer: alive while the reconcile loop turns, ready after the first full sync."""
+
+    stale_after: float
+    heartbeat: float = field(default_factory=time.monotonic)
+    ready: bool = False
+    loop_done: Callable[[], bool] = lambda: False
+
+    def beat(self) -> None:
+        self.heartbeat = time.monotonic()
+
+    def alive(self) -> tuple[bool, str]:
+        if self.loop_done():
+            return False, "the reconcile loop has stopped"
+        age = time.monotonic() - self.heartbeat
+        if age > self.stale_after:
+            return False, f"the reconcile loop has not turned for {age:.0f}s"
+        return True, "ok"
+
+
+async def serve(metrics: Metrics, health: Health, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Start the HTTP endpoints; returns the runner (to stop it) and the port actually bound."""
+
+    async def get_metrics(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        ok, why = health.alive()
+        return web.Response(text=why + "\n", status=200 if ok else 500)
+
+    async def readyz(_: web.Request) -> web.Response:
+        ok = health.ready and health.alive()[0]
+        return web.Response(text="ready\n" if ok else "not ready: no full sync yet\n", status=200 if ok else 503)
+
+    app = web.Application()
+    app.router.add_get("/metrics", get_metrics)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port
+    log.info("serving /metrics, /healthz and /readyz on http://%s:%d", host, bound)
+    return runner, bound

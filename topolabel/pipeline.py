@@ -1,0 +1,64 @@
+"""The data flow shared by the CLI and the operator: source -> discovery -> snapshot -> plan / Kueue."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from labeler.config import Config, load_config, parse_config
+from labeler.errors import SourceError
+from labeler.model import Discovery, Snapshot
+from labeler.names import snake
+from labeler.nodes import Node, read_document
+from labeler.placement import level_keys, to_snapshot
+from labeler.progress import Progress, quiet
+from providers.base import Source, SourceContext
+from providers.registry import get_source, option_models
+
+
+def read_config(path: str | None) -> Config:
+    """topolabel.yaml (defaults when None), every problem reported at once, the source's options included."""
+    return load_config(path, option_models())
+
+
+def parse_spec(data: Any, origin: str) -> Config:
+    """A config given as data (a TopologyLabeler's spec), checked like `read_config`."""
+    return parse_config(data, origin, option_models())
+
+
+def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[str, Any]]:
+    """The source and its options: the config's `source` section, overridden by flags given."""
+    options = {snake(k): v for k, v in (cfg.source.options() if cfg.source else {}).items()}
+    name = flags.get("source") or (cfg.source.type if cfg.source else None)
+    if not name:
+        raise SourceError("no source: give --source or a 'source' section in the config")
+    source = get_source(name)
+    if cfg.source and name != cfg.source.type:
+        options = {}  # the config's options belong to another source
+    for key in source.options.model_fields:  # a source's flags are named as its options
+        if flags.get(key) is not None:
+            options[key] = flags[key]
+    return source, options
+
+
+def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
+             origin: str = "source", cluster: Callable[[], Any] | None = None,
+             progress: Progress = quiet) -> Snapshot:
+    return place(cfg, run_source(source, options, nodes, origin, cluster, progress))
+
+
+def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source",
+               cluster: Callable[[], Any] | None = None, progress: Progress = quiet) -> Discovery:
+    """The source's raw answer; the operator keeps it to merge per-node answers into the last good one.
+    `cluster` gives an API client to sources that read more than Nodes (the published InfiniBand fabric)."""
+    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin, cluster=cluster,
+                                         progress=progress))
+
+
+def place(cfg: Config, found: Discovery) -> Snapshot:
+    """Label keys from the config, then the validated snapshot of label values."""
+    levels = level_keys(found.level_names, cfg.key_prefix, cfg.label_overrides())
+    return to_snapshot(found, levels)
+
+
+def read_snapshot(path: str) -> Snapshot:
+    return Snapshot.from_dict(read_document(path), path)
