@@ -21,9 +21,9 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.operatorrun import wait_until
 from tests.tas_cluster import HOST
+from tests.kueue_workloads import GROUP, VERSION, admission, pending_message, workload_of
 from tests.tas_scenarios import Scenario
 
-GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
 SCENARIO_LABEL = "topolabel.dev/scenario"
 KIND_PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues"}
 REPLAYABLE = ("Job", "JobSet")  # the frameworks the test cluster's Kueue manages
@@ -124,36 +124,6 @@ def _create_job(api: client.ApiClient, job: dict[str, Any]) -> str:
     return created["metadata"]["uid"]
 
 
-def _workload(custom: client.CustomObjectsApi, namespace: str, owner: str) -> dict[str, Any] | None:
-    items = custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "workloads")["items"]
-    return next((w for w in items if any(r.get("uid") == owner for r in w["metadata"].get("ownerReferences") or [])),
-                None)
-
-
-def _condition(wl: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in (wl.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
-
-
-def _domains(assignment: dict[str, Any]) -> dict[str, int]:
-    """{domain: pods} from a v1beta2 topologyAssignment (its `slices` form), a domain its values joined by '/'."""
-    out: dict[str, int] = {}
-    for piece in assignment.get("slices") or []:
-        count = piece["domainCount"]
-        values = []
-        for level in piece["valuesPerLevel"]:
-            if "universal" in level:
-                values.append([level["universal"]] * count)
-            else:
-                ind = level["individual"]
-                values.append([(ind.get("prefix") or "") + r + (ind.get("suffix") or "") for r in ind["roots"]])
-        pods = piece["podCounts"]
-        counts = [pods["universal"]] * count if "universal" in pods else pods["individual"]
-        for i in range(count):
-            key = "/".join(v[i] for v in values)
-            out[key] = out.get(key, 0) + counts[i]
-    return out
-
-
 def replay(api: client.ApiClient, sc: Scenario, settle: float = 1.0, pending_for: float = 8.0,
            admit_within: float = 0.0) -> dict[str, Any]:
     """Create an isolated scenario (see `isolate`) and return Kueue's decision: admitted, the pods per domain
@@ -176,15 +146,15 @@ def replay(api: client.ApiClient, sc: Scenario, settle: float = 1.0, pending_for
     started = time.monotonic()
     first_message = 0.0
     while True:
-        wl = _workload(custom, namespace, owner)
-        admission = (wl or {}).get("status", {}).get("admission")
-        if admission:
-            placed = {a["name"]: _domains(a["topologyAssignment"]) if a.get("topologyAssignment") else {}
-                      for a in admission["podSetAssignments"]}
+        wl = workload_of(api, namespace, owner)
+        admitted = admission(wl) if wl else None
+        if admitted is not None:
+            placed = {name: {"/".join(domain): pods for domain, pods in podset.domains.items()}
+                      for name, podset in admitted.items()}
             return {"admitted": True, "placed": placed, "messages": messages}
-        reserved = _condition(wl, "QuotaReserved") if wl else None
-        if reserved and reserved["status"] == "False" and reserved["message"] not in messages:
-            messages.append(reserved["message"])
+        message = pending_message(wl) if wl else None
+        if message is not None and message not in messages:
+            messages.append(message)
             first_message = first_message or time.monotonic()
         now = time.monotonic()
         if messages and now > first_message + pending_for and now > started + admit_within:

@@ -13,17 +13,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
 
+from tests.kubecluster import kueue_cluster  # noqa: F401 (a fixture)
 from tests.tas_replay import REPLAYABLE, cleanup, isolate, replay
 from tests.tas_scenarios import Scenario, random_scenario, table
 from tests.test_tas_oracle import topolabel_predicts
 
-kubecluster = pytest.importorskip("tests.kubecluster")
-if not hasattr(kubecluster, "kueue_cluster"):
-    pytest.skip("this branch's test cluster does not run Kueue yet (hack/test-cluster up --with-kueue)",
-                allow_module_level=True)
-kueue_cluster = kubecluster.kueue_cluster  # the fixture, under the name the tests ask for
 
 RANDOM_SEEDS = range(24)
 PARALLEL = 6

@@ -14,20 +14,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kueue_config.tas.lint import lint
 from kueue_config.tas.workloads import workload_of
 from tests.tas_manifests import ACCEPTED, MANIFESTS, NO_WORKLOAD, REJECTED, Manifest, verdict
+from tests.kubecluster import kueue_cluster  # noqa: F401 (a fixture)
 from tests.tas_replay import REPLAYABLE
 
-kubecluster = pytest.importorskip("tests.kubecluster")
-if not hasattr(kubecluster, "kueue_cluster"):
-    pytest.skip("this branch's test cluster does not run Kueue yet (hack/test-cluster up --with-kueue)",
-                allow_module_level=True)
-kueue_cluster = kubecluster.kueue_cluster  # the fixture, under the name the tests ask for
 
 NO_WORKLOAD_AFTER = 8.0  # seconds an accepted job is given to get its Workload
 
