@@ -3,7 +3,7 @@ identity: a ServiceAccount token bound to a Pod on the node (TokenRequest with a
 the server turns into the user system:serviceaccount:topolabel-agent:topolabel-agent with the pod's node in
 userInfo.extra["authentication.kubernetes.io/node-name"], exactly as a kubelet-mounted token in the DaemonSet.
 
-The agent may patch its own Node's two annotations, also where the operator's patches (same Python client, so
+The agent may patch its own Node's three annotations (lldp-neighbors, gpu-clique, ib-node-guids), also where the operator's patches (same Python client, so
 the same field manager) own other fields; every other change is denied (403) with the policy's message.
 """
 
@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 AGENT = ROOT / "manifests" / "agent"
 POLICY = yaml.safe_load((AGENT / "admission-policy.yaml").read_text().split("\n---\n")[0])
 SA = yaml.safe_load((AGENT / "serviceaccount.yaml").read_text())["metadata"]
-KEYS = ("topolabel.dev/lldp-neighbors", "topolabel.dev/gpu-clique")
+KEYS = ("topolabel.dev/lldp-neighbors", "topolabel.dev/gpu-clique", "topolabel.dev/ib-node-guids")
+IB_GUIDS = KEYS[2]
 DENIED = f"ValidatingAdmissionPolicy '{POLICY['metadata']['name']}'"
 OWN, OTHER = "gpu-a", "gpu-b"
 
@@ -113,24 +114,27 @@ def test_the_server_type_checks_the_policy_without_warnings(agent: client.CoreV1
     assert "typeChecking" in status and not status["typeChecking"].get("expressionWarnings"), status
 
 
-def test_the_agent_patches_its_own_nodes_two_annotations(agent: client.CoreV1Api, kube: KubeCluster) -> None:  # noqa: F811
+def test_the_agent_patches_its_own_nodes_three_annotations(agent: client.CoreV1Api, kube: KubeCluster) -> None:  # noqa: F811
     wait_for_policy(agent)
     # the operator labelled the node first, with the same client library: one managedFields entry for both
     patch_node(kube.api(), OWN, {"metadata": {"labels": {"topolabel.dev/rack": "r1"},
                                               "annotations": {"topolabel.dev/managed-labels": "rack"}}})
-    patch(agent, OWN, {"metadata": {"annotations": {KEYS[0]: '{"version":1,"neighbors":[]}', KEYS[1]: "clique-7"}}})
+    guids = "0" * 4096  # the policy's bound, exactly
+    patch(agent, OWN, {"metadata": {"annotations": {KEYS[0]: '{"version":1,"neighbors":[]}', KEYS[1]: "clique-7",
+                                                    IB_GUIDS: guids}}})
     assert annotations(kube, OWN) == {"example.com/keep": "me", "topolabel.dev/managed-labels": "rack",
-                                      KEYS[0]: '{"version":1,"neighbors":[]}', KEYS[1]: "clique-7"}
+                                      KEYS[0]: '{"version":1,"neighbors":[]}', KEYS[1]: "clique-7", IB_GUIDS: guids}
     patch(agent, OWN, {"metadata": {"annotations": {KEYS[1]: None}}})  # and removes what it published
     assert KEYS[1] not in annotations(kube, OWN)
 
 
 @pytest.mark.parametrize("what, name, body, rule", [
     ("another node", OTHER, {"metadata": {"annotations": {KEYS[0]: "{}"}}}, 1),
-    ("its own labels", OWN, {"metadata": {"labels": {"topolabel.dev/rack": "r1"}}}, 3),
+    ("its own labels", OWN, {"metadata": {"labels": {"topolabel.dev/rack": "r1"}}}, 4),
+    ("HCA GUIDs over 4096 characters", OWN, {"metadata": {"annotations": {IB_GUIDS: "0" * 4097}}}, 3),
     ("another annotation key", OWN, {"metadata": {"annotations": {"example.com/keep": "changed"}}}, 2),
     ("a new annotation key", OWN, {"metadata": {"annotations": {"topolabel.dev/other": "x"}}}, 2),
-    ("its taints", OWN, {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}, 3),
+    ("its taints", OWN, {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}, 4),
     ("managedFields wiped", OWN, {"metadata": {"managedFields": [{}]}}, MANAGED_FIELDS),
     ("managedFields forged", OWN, {"metadata": {"managedFields": [{
         "manager": "kubelet", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
