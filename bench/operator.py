@@ -131,8 +131,8 @@ def main() -> None:
     items, _ = gke_cluster(blocks=max(1, args.nodes // (8 * hosts)), subblocks=8, hosts=hosts)
     start_load = load()
     rows = [operator_row(items, args.resync), sequential_row(items)]
-    print_table(f"Operator on kube-apiserver 1.36, {len(items):,} nodes ({start_load} at the start, {load()} at the end)",
-                rows)
+    print_table(f"Operator on kube-apiserver 1.36, {len(items):,} nodes "
+                f"({start_load} at the start, {load()} at the end)", rows)
 
 
 if __name__ == "__main__":

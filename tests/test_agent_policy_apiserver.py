@@ -3,8 +3,8 @@ identity: a ServiceAccount token bound to a Pod on the node (TokenRequest with a
 the server turns into the user system:serviceaccount:topolabel-agent:topolabel-agent with the pod's node in
 userInfo.extra["authentication.kubernetes.io/node-name"], exactly as a kubelet-mounted token in the DaemonSet.
 
-The agent may patch its own Node's three annotations (lldp-neighbors, gpu-clique, ib-node-guids), also where the operator's patches (same Python client, so
-the same field manager) own other fields; every other change is denied (403) with the policy's message.
+The agent may patch its own Node's three annotations (lldp-neighbors, gpu-clique, ib-node-guids), also where
+the operator's patches (same Python client, so the same field manager) own other fields; every other change is denied (403) with the policy's message.
 """
 
 from __future__ import annotations
