@@ -4,7 +4,8 @@ the server turns into the user system:serviceaccount:topolabel-agent:topolabel-a
 userInfo.extra["authentication.kubernetes.io/node-name"], exactly as a kubelet-mounted token in the DaemonSet.
 
 The agent may patch its own Node's three annotations (lldp-neighbors, gpu-clique, ib-node-guids), also where
-the operator's patches (same Python client, so the same field manager) own other fields; every other change is denied (403) with the policy's message.
+the operator's patches (same Python client, so the same field manager) own other fields; every other change is
+denied (403) with the policy's message.
 """
 
 from __future__ import annotations
