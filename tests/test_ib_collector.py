@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from hack.ibfabric import Fabric, Spec, build
-from labeler.kube import request_json
+from labeler.kube import connect, request_json
 from labeler.shards import publish, read_manifest, touch
 from providers.infiniband.parse import read_fabric
 from providers.infiniband.published import FABRIC_LABEL, TIME_FORMAT, encode, object_name, pack, to_bytes
@@ -37,24 +38,52 @@ COLLECTOR_USER = f"system:serviceaccount:{NAMESPACE}:topolabel-ib-collector"
 
 @pytest.fixture
 def ib(cluster: KubeCluster, tmp_path: Path) -> Iterator[dict[str, Any]]:  # noqa: F811
-    """The namespace, ServiceAccounts and RBAC of manifests/agent and manifests/ib-collector; kubeconfigs for
-    the agent and the collector; the operator user bound to the fabric reader Role. Leases and published
-    fabrics are deleted before and after."""
+    """The namespace, ServiceAccounts and RBAC of manifests/agent and manifests/ib-collector, and the
+    collector's admission policy, in force; kubeconfigs for the agent and the collector; the operator user
+    bound to the fabric reader Role. Leases and published fabrics are deleted before and after, the policy
+    after (the cluster is shared)."""
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": {"name": "topolabel-ib-fabric-reader-test-user", "namespace": NAMESPACE},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "topolabel-ib-fabric-reader"},
                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "topolabel-operator"}]}
     apply_docs(cluster, manifest_docs(AGENT / "namespace.yaml", AGENT / "serviceaccount.yaml", AGENT / "rbac.yaml",
-                                      COLLECTOR / "rbac.yaml") + [binding])
+                                      COLLECTOR / "rbac.yaml", COLLECTOR / "admission-policy.yaml") + [binding])
     clean(cluster)
-    yield {"agent": sa_kubeconfig(cluster, NAMESPACE, "topolabel-agent", tmp_path / "agent.kubeconfig"),
-           "collector": sa_kubeconfig(cluster, NAMESPACE, "topolabel-ib-collector", tmp_path / "collector.kubeconfig")}
-    clean(cluster)
+    collector = sa_kubeconfig(cluster, NAMESPACE, "topolabel-ib-collector", tmp_path / "collector.kubeconfig")
+    try:
+        wait_until(lambda: collector_denial(collector, "create", config_map("policy-probe")), 30,
+                   "the collector's admission policy to take effect")
+        yield {"agent": sa_kubeconfig(cluster, NAMESPACE, "topolabel-agent", tmp_path / "agent.kubeconfig"),
+               "collector": collector}
+    finally:
+        clean(cluster)
+        cluster.kubectl("delete", "--ignore-not-found", "-f", str(COLLECTOR / "admission-policy.yaml"))
 
 
 def clean(cluster: KubeCluster) -> None:  # noqa: F811
     cluster.kubectl("delete", "configmaps", "-n", NAMESPACE, "-l", "app.kubernetes.io/managed-by=topolabel")
     cluster.kubectl("delete", "leases", "-n", NAMESPACE, "--all")
+
+
+def config_map(name: str, managed: bool = True) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/managed-by": "topolabel"} if managed else {}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}}
+
+
+def collector_denial(kubeconfig: Path, verb: str, obj: dict[str, Any]) -> str | None:
+    """The policy's message when the collector's `verb` of `obj` (a ConfigMap or a Lease) is denied, else None
+    (a dry run: nothing is written)."""
+    plural = "leases" if obj["kind"] == "Lease" else "configmaps"
+    base = (f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases" if plural == "leases"
+            else f"/api/v1/namespaces/{NAMESPACE}/configmaps")
+    path, body = (base, obj) if verb == "create" else (f"{base}/{obj['metadata']['name']}", None)
+    try:
+        request_json(connect(str(kubeconfig)), "POST" if verb == "create" else "DELETE", path, body=body,
+                     query=[("dryRun", "All")])
+    except ApiException as exc:
+        assert exc.status == 403, exc.body
+        return json.loads(exc.body)["message"]
+    return None
 
 
 def hca_devices(fabric: Fabric, host: str, **port: Any) -> list[FakeDevice]:
@@ -87,6 +116,30 @@ def partition(values: dict[str, str | None]) -> set[frozenset[str]]:
 def problems(op: InThread) -> list[tuple[str | None, str]]:
     snapshot = op.operator.controller.topology.snapshot if op.operator.controller else None
     return [(p.node, p.message) for p in (snapshot.problems if snapshot else [])]
+
+
+@pytest.mark.parametrize("verb, obj, allowed", [
+    ("create", config_map("topolabel-ib-compute"), True),
+    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "topolabel-ib-x"}},
+     True),
+    ("create", config_map("team-settings"), False),
+    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-leader"}},
+     False),
+    ("create", config_map("topolabel-ib-unlabelled", managed=False), False),
+    ("delete", config_map("kube-root-ca.crt"), False),
+])
+def test_the_real_server_keeps_the_collector_to_its_own_objects(ib: dict[str, Any], verb: str, obj: dict[str, Any],
+                                                               allowed: bool) -> None:
+    """RBAC lets the collector write any ConfigMap or Lease of its namespace; the admission policy keeps it to
+    topolabel-ib-* objects, its ConfigMaps labelled as topolabel's, and says so."""
+    denied = collector_denial(ib["collector"], verb, obj)
+    if allowed:
+        assert denied is None
+    else:
+        assert denied is not None and "topolabel-ib-collector-own-objects" in denied
+        name = obj["metadata"]["name"]
+        assert (f"not {name}" in denied) if not name.startswith("topolabel-ib-") else (
+            "carry app.kubernetes.io/managed-by=topolabel" in denied)
 
 
 def test_collectors_publish_the_fabric_the_operator_labels_from_it_a_standby_takes_over_and_a_cut_is_seen(
