@@ -15,10 +15,10 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Iterator, Literal, Sequence
 
-from kubernetes.utils import parse_quantity
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from .names import DNS_LABEL, DNS_SUBDOMAIN, name_problem
+from .quantities import read_quantity
 from .validation import Issue, Loc, did_you_mean
 
 # Kubernetes' quantity syntax, as the Kueue CRDs check nominalQuota, without a minus sign (quotas are not negative).
@@ -35,7 +35,7 @@ def quantity(value: Any) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64, 0.5, 1850Gi)")
     try:
-        amount = Decimal(parse_quantity(str(value)))
+        amount = read_quantity(str(value))
     except (ValueError, InvalidOperation, TypeError):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (e.g. 64, 0.5, 1850Gi)") from None
     if amount < 0:
