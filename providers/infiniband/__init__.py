@@ -81,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(InfinibandOptions, ctx)
-    from .command import run_ibnetdiscover  # networkx and the parser load only when the source runs
+    from .command import run_ibnetdiscover  # the parser and placement load only when the source runs
     from .hosts import GuidMap, add_annotations, guid_map_from
     from .parse import parse_ibnetdiscover, parse_node_name_map
     from .place import Request, place
@@ -89,7 +89,7 @@ def discover(ctx: SourceContext) -> Discovery:
     names = parse_node_name_map(_read_text(opts.node_name_map), opts.node_name_map) if opts.node_name_map else None
     notices: list[str] = []
     if opts.ib_fabric:
-        graph, origin, notices = _published_graph(opts, ctx, names)
+        fabric, origin, notices = _published_fabric(opts, ctx, names)
     elif opts.run_ibnetdiscover:
         origin = "ibnetdiscover" + (f" -C {opts.ib_ca}" if opts.ib_ca else "")
         task = ctx.progress(f"running {origin}", None)
@@ -97,10 +97,10 @@ def discover(ctx: SourceContext) -> Discovery:
             text = run_ibnetdiscover(opts.ib_ca, opts.ib_timeout)
         finally:
             task.close()
-        graph = parse_ibnetdiscover(text, origin, names)
+        fabric = parse_ibnetdiscover(text, origin, names)
     else:
         origin = opts.ibnetdiscover or "-"
-        graph = parse_ibnetdiscover(_read_text(origin), origin, names)
+        fabric = parse_ibnetdiscover(_read_text(origin), origin, names)
     guids = GuidMap()
     if opts.guid_map:
         try:
@@ -109,13 +109,13 @@ def discover(ctx: SourceContext) -> Discovery:
             raise SourceError(str(exc)) from None
     add_annotations(guids, ctx.nodes, opts.guid_annotation)
     pattern = re.compile(opts.hca_pattern) if opts.hca_pattern else None
-    found = place(graph, Request(ctx.nodes, guids, pattern, origin))
+    found = place(fabric, Request(ctx.nodes, guids, pattern, origin))
     for message in notices:
         found.problem(message)
     return found
 
 
-def _published_graph(opts: InfinibandOptions, ctx: SourceContext,
+def _published_fabric(opts: InfinibandOptions, ctx: SourceContext,
                      names: dict[int, str] | None) -> tuple[Any, str, list[str]]:
     """The fabric the collector published, renamed by a node-name-map like ibnetdiscover output would be."""
     from .parse import fabric_graph

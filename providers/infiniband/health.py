@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Mapping
 
-import networkx as nx
-
+from .fabric import Fabric
 from .parse import SPEEDS
 from .tiers import Tiers
 
@@ -23,13 +22,16 @@ def _rate(width: int | None, speed: str | None) -> str:
     return f"{width or '?'}x{speed or '?'}"
 
 
-def slow_links(graph: nx.MultiGraph, tiers: Tiers, names: Mapping[int, str]) -> list[tuple[str, tuple[int, ...]]]:
+def slow_links(fabric: Fabric, tiers: Tiers, names: Mapping[int, str]) -> list[tuple[str, tuple[int, ...]]]:
     """(message, HCA GUIDs on the link) for every link narrower or slower than usual for its kind."""
     kinds: dict[tuple[int, int], list] = defaultdict(list)
-    for u, v, data in graph.edges(data=True):
-        a, b = sorted((u, v), key=tiers.rank)
-        if tiers.rank(b) > 0:
-            kinds[(tiers.rank(a), tiers.rank(b))].append((a, b, data))
+    rank = tiers.ranks.get
+    for u, v, data in fabric.edges(data=True):
+        ru, rv = rank(u, 0), rank(v, 0)
+        if rv < ru:
+            u, v, ru, rv = v, u, rv, ru  # lower end first
+        if rv > 0:
+            kinds[(ru, rv)].append((u, v, data))
     found = []
     for kind in sorted(kinds):
         links = kinds[kind]
@@ -50,7 +52,7 @@ def slow_links(graph: nx.MultiGraph, tiers: Tiers, names: Mapping[int, str]) -> 
     return found
 
 
-def missing_uplinks(graph: nx.MultiGraph, tiers: Tiers, block_of: Mapping[int, int],
+def missing_uplinks(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int],
                     names: Mapping[int, str], block_names: Mapping[int, str]) -> list[str]:
     """Uplink ports that more than half of a switch's peers (same tier, same block) have cabled and it has not.
 
@@ -63,7 +65,7 @@ def missing_uplinks(graph: nx.MultiGraph, tiers: Tiers, block_of: Mapping[int, i
     for (rank, block), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
         if len(members) < 3:
             continue  # a majority of two says nothing
-        cabled = {s: _ports(graph, s) for s in members}
+        cabled = {s: _ports(fabric, s) for s in members}
         uplinks = {s: {port for port, peer in cabled[s].items() if tiers.rank(peer) > rank} for s in members}
         usage = Counter(port for ports in uplinks.values() for port in ports)
         expected = {port for port, count in usage.items() if count * 2 > len(members)}
@@ -76,5 +78,5 @@ def missing_uplinks(graph: nx.MultiGraph, tiers: Tiers, block_of: Mapping[int, i
     return found
 
 
-def _ports(graph: nx.MultiGraph, switch: int) -> dict[int, int]:
-    return {data["ends"][switch]: peer for _, peer, data in graph.edges(switch, data=True)}
+def _ports(fabric: Fabric, switch: int) -> dict[int, int]:
+    return {data["ends"][switch]: peer for peer, cables in fabric.adj[switch].items() for data in cables}

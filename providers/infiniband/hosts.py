@@ -14,12 +14,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-import networkx as nx
-
 from labeler.errors import InputError
 from labeler.nodes import Node
 
 from . import ANNOTATION
+from .fabric import Fabric
 from .parse import parse_guid
 
 # Descriptions an adapter ships with (no host in them), and host names an image boots with before it is named.
@@ -113,16 +112,19 @@ def describe(desc: str) -> tuple[str | None, str | None, str]:
     return host, device.strip() or None, ""
 
 
-def host_hcas(graph: nx.MultiGraph) -> tuple[list[Hca], int]:
+def host_hcas(fabric: Fabric) -> tuple[list[Hca], int]:
     """Every host HCA with its switch links, and how many SHARP aggregation nodes were left out."""
-    kinds = dict(graph.nodes(data="kind"))
+    nodes = fabric.nodes
     links: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
-    for u, v, data in graph.edges(data=True):
-        for ca, switch in ((u, v), (v, u)):
-            if kinds[ca] == "ca" and kinds[switch] == "switch":
-                links[ca].append((switch, data["ends"][switch], data["ends"][ca]))
+    for u, v, data in fabric.cables:
+        ku, kv = nodes[u]["kind"], nodes[v]["kind"]
+        if ku == "ca" and kv == "switch":
+            links[u].append((v, data["ends"][v], data["ends"][u]))
+        elif kv == "ca" and ku == "switch":
+            links[v].append((u, data["ends"][u], data["ends"][v]))
     hcas, aggregation = [], 0
-    for guid, data in sorted(graph.nodes(data=True)):
+    for guid in sorted(nodes):
+        data = nodes[guid]
         if data["kind"] != "ca":
             continue
         if AGGREGATION in data["desc"].lower():

@@ -1,10 +1,10 @@
-"""`ibnetdiscover` text (default, `-g`, `--full`, `--node-name-map`-renamed) into a fabric graph.
+"""`ibnetdiscover` text (default, `-g`, `--full`, `--node-name-map`-renamed) into a fabric.
 
-The graph is an undirected `networkx.MultiGraph` keyed by node GUID (an int: the `S-`/`H-` ids are zero-padded
+The fabric (providers.infiniband.fabric) is keyed by node GUID (an int: the `S-`/`H-` ids are zero-padded
 hex, `switchguid=` and the parenthesised GUIDs are not, so text never compares GUIDs). Node attributes:
 `kind` (switch, ca, router), `desc` (description), `nports`, and for CAs `port_guids` {port: GUID}. Each
-cable is one edge with `ends` {GUID: port}, `width` (int lanes or None) and `speed` ("HDR", ... or None).
-Only connected ports appear in `ibnetdiscover` output, so only cabled, active links become edges.
+cable is kept once with `ends` {GUID: port}, `width` (int lanes or None) and `speed` ("HDR", ... or None).
+Only connected ports appear in `ibnetdiscover` output, so only cabled, active links become cables.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-import networkx as nx
-
 from labeler.errors import InputError, SourceError
+
+from .fabric import Cables, Fabric, Nodes
 
 KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 ID_KINDS = {"S": "switch", "H": "ca", "R": "router"}
@@ -54,112 +54,99 @@ def parse_rate(token: str) -> tuple[int | None, str | None]:
     return int(match.group(1)), speed if speed in SPEEDS else None
 
 
-# Nodes (GUID -> attributes, in the order the output lists them) and cables (in the same order): what the
-# graph is built from, and what the InfiniBand collector publishes (providers.infiniband.published).
-Nodes = dict[int, dict]
-Cables = list[tuple[int, int, dict]]
-
-
-def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = None) -> nx.MultiGraph:
-    """The fabric graph from `ibnetdiscover` output; `names` (a node-name-map) renames nodes by GUID."""
+def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = None) -> Fabric:
+    """The fabric from `ibnetdiscover` output; `names` (a node-name-map) renames nodes by GUID."""
     return fabric_graph(*read_fabric(text, origin, names))
+
+
+def fabric_graph(nodes: Nodes, cables: Cables) -> Fabric:
+    """The fabric, built in the given order, so the same nodes and cables always give the same fabric."""
+    return Fabric(nodes, cables)
 
 
 def read_fabric(text: str, origin: str, names: dict[int, str] | None = None) -> tuple[Nodes, Cables]:
     """Nodes and cables from `ibnetdiscover` output, descriptions settled.
 
     Bad port or node lines are a `SourceError` naming `origin` and the line number; other lines
-    (vendid=, Chassis headers, comments, ibwarn noise) carry nothing the topology needs.
+    (vendid=, Chassis headers, comments, ibwarn noise) carry nothing the topology needs. Each cable is
+    listed at both ends and kept once. One pass, one regular expression per record kind, the work per
+    line inline: the port lines of an 8,192-HCA fabric (35,000) are most of a discovery's time.
     """
-    records = _Records(origin)
+    nodes: Nodes = {}
+    cables: Cables = []
+    peer_desc: dict[int, str] = {}
+    linked: dict[tuple[int, int], tuple[int, int]] = {}
+    current: dict | None = None
+    node = 0
+    match_port, match_header = _PORT.match, _HEADER.match
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.startswith("["):
-            records.port(line, lineno)
+            if current is None:
+                raise SourceError(f"{origin}:{lineno}: port line before any Switch or Ca line")
+            match = match_port(line)
+            if match is None:
+                raise SourceError(f"{origin}:{lineno}: cannot read port line {line.strip()[:100]!r}")
+            port_text, pguid, rkind, rguid, rport_text, rpguid, rdesc, rate = match.groups()
+            port, rport, remote = int(port_text), int(rport_text), int(rguid, 16)
+            remote_data = nodes.get(remote)
+            if remote_data is None:
+                remote_data = nodes[remote] = {"kind": ID_KINDS[rkind], "desc": "", "nports": None, "port_guids": {}}
+            elif remote_data["kind"] != ID_KINDS[rkind]:
+                raise _both_kinds(origin, lineno, remote, remote_data["kind"], ID_KINDS[rkind])
+            if pguid:
+                current["port_guids"][port] = int(pguid, 16)
+            if rpguid:
+                remote_data["port_guids"][rport] = int(rpguid, 16)
+            if remote not in peer_desc:
+                peer_desc[remote] = rdesc.strip()
+            here, there = (node, port), (remote, rport)
+            seen = linked.get(here)
+            if seen is not None:
+                if seen != there:
+                    raise SourceError(f"{origin}:{lineno}: port {port} of {node:#x} is listed as cabled to both "
+                                      f"{seen[0]:#x}[{seen[1]}] and {remote:#x}[{rport}]")
+                continue  # the other end already described this cable
+            width, speed = parse_rate(rate)
+            linked[here], linked[there] = there, here
+            cables.append((node, remote, {"ends": {node: port, remote: rport}, "width": width, "speed": speed}))
         elif line.startswith(_NODE_LINES):
-            records.node(line, lineno)
-    if not records.nodes:
+            match = match_header(line.rstrip())
+            if match is None:
+                raise SourceError(f"{origin}:{lineno}: cannot read node line {line.strip()[:100]!r}")
+            kind_name, nports, letter, guid_text, desc = match.groups()
+            node, kind = int(guid_text, 16), KINDS[kind_name]
+            current = nodes.get(node)
+            if current is None:
+                current = nodes[node] = {"kind": kind, "desc": "", "nports": None, "port_guids": {}}
+            elif current["kind"] != kind:
+                raise _both_kinds(origin, lineno, node, current["kind"], kind)
+            if current["nports"] is not None:
+                raise SourceError(f"{origin}:{lineno}: node {letter}-{guid_text} is listed twice")
+            current["nports"], current["desc"] = int(nports), (desc or "").strip()
+    if not nodes:
         raise SourceError(f"{origin}: no Switch or Ca records; expected `ibnetdiscover` topology output "
                           "(plain, -g or --full)")
-    records.settle_descriptions(names or {})
-    return records.nodes, records.edges
+    _settle_descriptions(nodes, peer_desc, names or {})
+    return nodes, cables
 
 
-def fabric_graph(nodes: Nodes, cables: Cables) -> nx.MultiGraph:
-    """The graph, built in the given order, so the same nodes and cables always give the same graph."""
-    graph = nx.MultiGraph()
-    graph.add_nodes_from(nodes.items())  # in bulk: networkx's per-call bookkeeping is the slow part
-    graph.add_edges_from(cables)
-    return graph
+def _both_kinds(origin: str, lineno: int, guid: int, was: str, now: str) -> SourceError:
+    return SourceError(f"{origin}:{lineno}: GUID {guid:#x} is both a {was} and a {now}")
 
 
-class _Records:
-    """Nodes and cables as the lines describe them; each cable is listed at both ends and kept once."""
+def _settle_descriptions(nodes: Nodes, peer_desc: dict[int, str], names: dict[int, str]) -> None:
+    """One description per node: a node-name-map entry, else what its peers print, else its own header.
 
-    def __init__(self, origin: str) -> None:
-        self.origin = origin
-        self.nodes: dict[int, dict] = {}
-        self.edges: list[tuple[int, int, dict]] = []
-        self.peer_desc: dict[int, str] = {}
-        self.linked: dict[tuple[int, int], tuple[int, int]] = {}
-        self.current: int | None = None
-
-    def node(self, line: str, lineno: int) -> None:
-        match = _HEADER.match(line.rstrip())
-        if not match:
-            raise SourceError(f"{self.origin}:{lineno}: cannot read node line {line.strip()[:100]!r}")
-        guid = int(match["guid"], 16)
-        data = self._ensure(guid, KINDS[match["type"]], lineno)
-        if data["nports"] is not None:
-            raise SourceError(f"{self.origin}:{lineno}: node {match['kind']}-{match['guid']} is listed twice")
-        data.update(nports=int(match["nports"]), desc=(match["desc"] or "").strip())
-        self.current = guid
-
-    def _ensure(self, guid: int, kind: str, lineno: int) -> dict:
-        data = self.nodes.get(guid)
-        if data is None:
-            data = self.nodes[guid] = {"kind": kind, "desc": "", "nports": None, "port_guids": {}}
-        elif data["kind"] != kind:
-            raise SourceError(f"{self.origin}:{lineno}: GUID {guid:#x} is both a {data['kind']} and a {kind}")
-        return data
-
-    def port(self, line: str, lineno: int) -> None:
-        if self.current is None:
-            raise SourceError(f"{self.origin}:{lineno}: port line before any Switch or Ca line")
-        match = _PORT.match(line)
-        if not match:
-            raise SourceError(f"{self.origin}:{lineno}: cannot read port line {line.strip()[:100]!r}")
-        node, port, rport = self.current, int(match["port"]), int(match["rport"])
-        remote = int(match["rguid"], 16)
-        remote_data = self._ensure(remote, ID_KINDS[match["rkind"]], lineno)
-        if match["pguid"]:
-            self.nodes[node]["port_guids"][port] = int(match["pguid"], 16)
-        if match["rpguid"]:
-            remote_data["port_guids"][rport] = int(match["rpguid"], 16)
-        self.peer_desc.setdefault(remote, match["rdesc"].strip())
-        here, there = (node, port), (remote, rport)
-        if here in self.linked:
-            if self.linked[here] != there:
-                seen = self.linked[here]
-                raise SourceError(f"{self.origin}:{lineno}: port {port} of {node:#x} is listed as cabled to both "
-                                  f"{seen[0]:#x}[{seen[1]}] and {remote:#x}[{rport}]")
-            return  # the other end already described this cable
-        width, speed = parse_rate(match["rate"])
-        self.linked[here], self.linked[there] = there, here
-        self.edges.append((node, remote, {"ends": {node: port, remote: rport}, "width": width, "speed": speed}))
-
-    def settle_descriptions(self, names: dict[int, str]) -> None:
-        """One description per node: a node-name-map entry, else what its peers print, else its own header.
-
-        `ibnetdiscover --node-name-map` renames switch headers and every remote name on port lines, but
-        prints a CA's own header with its raw description; the peers' view is therefore the renamed one.
-        """
-        for guid, data in self.nodes.items():
-            if guid in names:
-                data["desc"] = names[guid]
-            elif data["kind"] == "switch":
-                data["desc"] = data["desc"] or self.peer_desc.get(guid, "")
-            else:
-                data["desc"] = self.peer_desc.get(guid) or data["desc"]
+    `ibnetdiscover --node-name-map` renames switch headers and every remote name on port lines, but
+    prints a CA's own header with its raw description; the peers' view is therefore the renamed one.
+    """
+    for guid, data in nodes.items():
+        if guid in names:
+            data["desc"] = names[guid]
+        elif data["kind"] == "switch":
+            data["desc"] = data["desc"] or peer_desc.get(guid, "")
+        else:
+            data["desc"] = peer_desc.get(guid) or data["desc"]
 
 
 def parse_node_name_map(text: str, origin: str) -> dict[int, str]:

@@ -1,6 +1,6 @@
-"""From a fabric graph and who owns which HCA to a Discovery: levels, each node's path, and problems.
+"""From a fabric and who owns which HCA to a Discovery: levels, each node's path, and problems.
 
-Pure: the graph, the nodes and the GUID map in; the Discovery out. The structure (tiers, leaf groups,
+Pure: the fabric, the nodes and the GUID map in; the Discovery out. The structure (tiers, leaf groups,
 blocks) is inferred from every host in the fabric, requested or not, so a leaf whose hosts were not asked
 for stays a leaf; only then are the requested nodes read off.
 """
@@ -12,13 +12,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Sequence
 
-import networkx as nx
-
 from labeler.errors import SourceError
 from labeler.model import Discovery
 from labeler.nodes import Node
 
 from . import ANNOTATION
+from .fabric import Fabric
 from .health import missing_uplinks, slow_links
 from .hosts import GuidMap, Hca, assign_owners, host_hcas, name_resolver
 from .names import natural_key, switch_names, unique_names
@@ -39,22 +38,22 @@ class Request:
     origin: str = "ibnetdiscover"
 
 
-def place(graph: nx.MultiGraph, request: Request) -> Discovery:
-    hcas, aggregation = host_hcas(graph)
-    if not any(kind == "switch" for _, kind in graph.nodes(data="kind")):
+def place(fabric: Fabric, request: Request) -> Discovery:
+    hcas, aggregation = host_hcas(fabric)
+    if not any(data["kind"] == "switch" for data in fabric.nodes.values()):
         raise SourceError(_no_switches(request.origin, hcas))
     guids = request.guids or GuidMap()
     notices = assign_owners(hcas, guids, name_resolver(request.nodes))
-    tiers = classify(graph, (link[0] for h in hcas for link in h.links))
-    names = switch_names({g: d for g, d in graph.nodes(data="desc") if graph.nodes[g]["kind"] == "switch"})
+    tiers = classify(fabric, (link[0] for h in hcas for link in h.links))
+    names = switch_names({g: d["desc"] for g, d in fabric.nodes.items() if d["kind"] == "switch"})
     selected = [h for h in hcas if h.host and _wanted(h, request.pattern)]
     host_links: dict[str, Counter] = defaultdict(Counter)
     for hca in selected:
         host_links[hca.host].update(link[0] for link in hca.links)
     groups = leaf_groups(host_links)
-    found_blocks = blocks(graph, tiers, groups)
+    found_blocks = blocks(fabric, tiers, groups)
     block_of = found_blocks.of
-    tiers = with_empty_leaves(graph, tiers, block_of)
+    tiers = with_empty_leaves(fabric, tiers, block_of)
     leaf_blocks = {block_of[leaf] for leaf in tiers.leaves}
     three_level = bool(tiers.cores) and len(leaf_blocks) > 1
     group_names = unique_names({str(g): [names[leaf] for leaf in m] for g, m in groups.members.items()})
@@ -76,12 +75,12 @@ def place(graph: nx.MultiGraph, request: Request) -> Discovery:
         paths[host] = (block_names[block_of[leaf]], *path) if three_level else path
     _read_off(found, paths, hcas, request)
     placed = {h.guid: h.host for h in hcas if h.host in found.paths}
-    for message, hca_guids in slow_links(graph, tiers, names):
+    for message, hca_guids in slow_links(fabric, tiers, names):
         found.problem(message, next((placed[g] for g in hca_guids if g in placed), None))
-    for message in missing_uplinks(graph, tiers, block_of, names, block_names):
+    for message in missing_uplinks(fabric, tiers, block_of, names, block_names):
         found.problem(message)
     for leaf, spine in found_blocks.stray:
-        ports = graph.get_edge_data(leaf, spine)[0]["ends"]
+        ports = fabric.between(leaf, spine)[0]["ends"]
         found.problem(f"leaf {names[leaf]} port {ports[leaf]} - spine {names[spine]} port {ports[spine]} is the only "
                       "cable between two pods; it does not join them into one block (miscabled?)")
     return found

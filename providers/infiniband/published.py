@@ -1,9 +1,9 @@
 """The fabric as the InfiniBand collector publishes it: parsed nodes and cables in a compact JSON, compressed.
 
 The collector (`topolabel agent --ib-collector`) parses `ibnetdiscover` output once, on the node that ran it,
-and publishes this form; the operator's source rebuilds the same graph from it without the text. Columns
+and publishes this form; the operator's source rebuilds the same fabric from it without the text. Columns
 instead of records, and the node order and cable order of the output kept, so the same fabric always
-gives the same bytes (a republish happens only when they change) and the same graph:
+gives the same bytes (a republish happens only when they change) and the same fabric:
 
     {"format": "topolabel.dev/ib-fabric/v1",
      "kinds": "SSH...",                      one letter per node: S switch, H CA, R router

@@ -1,4 +1,4 @@
-"""Switch tiers, leaf groups and blocks of a fat tree, from the fabric graph and the hosts' HCAs.
+"""Switch tiers, leaf groups and blocks of a fat tree, from the fabric and the hosts' HCAs.
 
 Leaves are switches with host HCAs, spines connect leaves, cores are the switches above. Hosts attached to
 the same set of leaves form a leaf group (one leaf in a classic fat tree; the eight rail leaves of a
@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-import networkx as nx
+from .fabric import Fabric
 
 
 @dataclass(frozen=True)
@@ -38,17 +38,17 @@ class Tiers:
         return ("hca", "leaf", "spine", "core")[self.rank(guid)]
 
 
-def classify(graph: nx.MultiGraph, hca_leaves: Iterable[int]) -> Tiers:
+def classify(fabric: Fabric, hca_leaves: Iterable[int]) -> Tiers:
     """Tiers from the switches the host HCAs are cabled to (`hca_leaves`) upwards; a leaf without hosts is
     still among the cores here, until `with_empty_leaves` knows the blocks."""
     leaves = frozenset(hca_leaves)
-    switches = {g for g, kind in graph.nodes(data="kind") if kind == "switch"}
-    spines = frozenset(peer for leaf in leaves for peer in graph.neighbors(leaf)
+    switches = {g for g, data in fabric.nodes.items() if data["kind"] == "switch"}
+    spines = frozenset(peer for leaf in leaves for peer in fabric.adj[leaf]
                        if peer in switches and peer not in leaves)
     return Tiers(leaves, spines, frozenset(switches - leaves - spines))
 
 
-def with_empty_leaves(graph: nx.MultiGraph, tiers: Tiers, block_of: dict[int, int]) -> Tiers:
+def with_empty_leaves(fabric: Fabric, tiers: Tiers, block_of: dict[int, int]) -> Tiers:
     """Move leaves without hosts out of the cores (and into their block in `block_of`).
 
     Such a switch is cabled like a leaf and unlike a core: only to spines, all of one block (a core joins
@@ -56,14 +56,14 @@ def with_empty_leaves(graph: nx.MultiGraph, tiers: Tiers, block_of: dict[int, in
     """
     uplinks: dict[int, set[int]] = defaultdict(set)
     for leaf in tiers.leaves:
-        for _, peer, data in graph.edges(leaf, data=True):
+        for peer, cables in fabric.adj[leaf].items():
             if peer in tiers.spines:
-                uplinks[block_of[leaf]].add(data["ends"][leaf])
+                uplinks[block_of[leaf]].update(data["ends"][leaf] for data in cables)
     empty = set()
     for switch in tiers.cores:
-        peers = set(graph.neighbors(switch))
+        peers = set(fabric.adj[switch])
         homes = {block_of[p] for p in peers if p in tiers.spines}
-        ports = {data["ends"][switch] for _, _, data in graph.edges(switch, data=True)}
+        ports = {data["ends"][switch] for cables in fabric.adj[switch].values() for data in cables}
         if peers and peers <= tiers.spines and len(homes) == 1 and ports <= uplinks[next(iter(homes))]:
             empty.add(switch)
             block_of[switch] = next(iter(homes))
@@ -156,38 +156,53 @@ class Blocks:
     stray: list[tuple[int, int]] = field(default_factory=list)
 
 
-def blocks(graph: nx.MultiGraph, tiers: Tiers, groups: LeafGroups) -> Blocks:
+def blocks(fabric: Fabric, tiers: Tiers, groups: LeafGroups) -> Blocks:
     """Leaves and spines joined by leaf-spine cables and by leaf groups, except a single cable that alone
     would join two pods: a bridge whose sides both hold leaves and spines (a leaf cabled to another pod's
     spine must not make one block of two)."""
-    links = nx.Graph()
+    links: list[tuple[int, int]] = []
     cables: dict[frozenset[int], int] = {}
     for leaf in tiers.leaves:
-        links.add_node(leaf)
-        for peer in graph.neighbors(leaf):
+        for peer, between in fabric.adj[leaf].items():
             if peer in tiers.spines:
-                links.add_edge(leaf, peer)
-                cables[frozenset((leaf, peer))] = graph.number_of_edges(leaf, peer)
+                links.append((leaf, peer))
+                cables[frozenset((leaf, peer))] = len(between)
     for leaves in groups.members.values():
         first = min(leaves)
-        links.add_edges_from((first, leaf) for leaf in leaves if leaf != first)
+        links.extend((first, leaf) for leaf in leaves if leaf != first)
     stray = _stray_cables(links, cables, tiers)
-    links.remove_edges_from(stray)
-    of = {switch: min(part) for part in nx.connected_components(links) for switch in part}
+    apart = {frozenset(cable) for cable in stray}
+    parts = _Union()
+    for switch in tiers.leaves:
+        parts.find(switch)
+    for a, b in links:
+        if apart and frozenset((a, b)) in apart:
+            parts.find(a)  # left apart, each still in a block of its own side
+            parts.find(b)
+        else:
+            parts.union(a, b)
+    of = {switch: parts.find(switch) for switch in parts.parent}
     return Blocks(of, sorted((a, b) if a in tiers.leaves else (b, a) for a, b in stray))
 
 
-def _stray_cables(links: nx.Graph, cables: Mapping[frozenset[int], int], tiers: Tiers) -> list[tuple[int, int]]:
+def _stray_cables(links: list[tuple[int, int]], cables: Mapping[frozenset[int], int],
+                  tiers: Tiers) -> list[tuple[int, int]]:
     """Single leaf-spine cables that are bridges with leaves and spines on both sides.
 
     The sides are counted on the bridge tree (2-edge-connected pieces joined by bridges), so each bridge
-    costs no walk of its own.
+    costs no walk of its own. Only a single cable can be one, so without them networkx is not even loaded.
     """
-    bridges = list(nx.bridges(links))
+    if 1 not in cables.values():
+        return []
+    import networkx as nx  # bridges and the bridge tree: only for fabrics with single leaf-spine cables
+
+    graph = nx.Graph(links)
+    graph.add_nodes_from(tiers.leaves)
+    bridges = list(nx.bridges(graph))
     single = [(a, b) for a, b in bridges if cables.get(frozenset((a, b))) == 1]
     if not single:
         return []
-    pieces = links.copy()
+    pieces = graph.copy()
     pieces.remove_edges_from(bridges)
     piece = {node: i for i, part in enumerate(nx.connected_components(pieces)) for node in part}
     weight: Counter = Counter()
