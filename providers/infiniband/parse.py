@@ -13,6 +13,7 @@ import re
 from functools import lru_cache
 
 from labeler.errors import InputError, SourceError
+from labeler.gcpause import paused_gc
 
 from .fabric import Cables, Fabric, Nodes
 
@@ -64,6 +65,7 @@ def fabric_graph(nodes: Nodes, cables: Cables) -> Fabric:
     return Fabric(nodes, cables)
 
 
+@paused_gc()
 def read_fabric(text: str, origin: str, names: dict[int, str] | None = None) -> tuple[Nodes, Cables]:
     """Nodes and cables from `ibnetdiscover` output, descriptions settled.
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from labeler.errors import SourceError
+from labeler.gcpause import paused_gc
 from labeler.model import Discovery
 from labeler.nodes import Node
 
@@ -38,6 +39,7 @@ class Request:
     origin: str = "ibnetdiscover"
 
 
+@paused_gc()
 def place(fabric: Fabric, request: Request) -> Discovery:
     hcas, aggregation = host_hcas(fabric)
     if not any(data["kind"] == "switch" for data in fabric.nodes.values()):
