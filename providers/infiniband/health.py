@@ -26,12 +26,18 @@ def slow_links(fabric: Fabric, tiers: Tiers, names: Mapping[int, str]) -> list[t
     """(message, HCA GUIDs on the link) for every link narrower or slower than usual for its kind."""
     kinds: dict[tuple[int, int], list] = defaultdict(list)
     rank = tiers.ranks.get
-    for u, v, data in fabric.edges(data=True):
-        ru, rv = rank(u, 0), rank(v, 0)
-        if rv < ru:
-            u, v, ru, rv = v, u, rv, ru  # lower end first
-        if rv > 0:
-            kinds[(ru, rv)].append((u, v, data))
+    seen: set[int] = set()
+    for u, peers in fabric.adj.items():  # every cable once, in the order of Fabric.edges()
+        ru = rank(u, 0)
+        for v, cables in peers.items():
+            if v in seen:
+                continue
+            rv = rank(v, 0)
+            if rv < ru:
+                kinds[(rv, ru)].extend((v, u, data) for data in cables)  # lower end first
+            elif rv > 0:
+                kinds[(ru, rv)].extend((u, v, data) for data in cables)
+        seen.add(u)
     found = []
     for kind in sorted(kinds):
         links = kinds[kind]

@@ -131,19 +131,20 @@ def leaf_groups(host_links: Mapping[str, Counter]) -> LeafGroups:
     # Leaf sets inside one another are one unit seen partly (hosts short of a rail); others overlap.
     result.merged = {g: len(sets_) for g, sets_ in joined.items()
                      if any(not s <= max(sets_, key=len) for s in sets_)}
+    expected = {g: frozenset().union(*sets_) if g not in result.merged else frozenset()
+                for g, sets_ in joined.items()}
     for host, links in sorted(host_links.items()):
         if not links:
             continue
         per_group: Counter = Counter()
         for leaf, count in links.items():
             per_group[group_of_leaf[leaf]] += count
-        group = max(per_group, key=lambda g: (per_group[g], -g))
+        group = max(per_group, key=lambda g: (per_group[g], -g)) if len(per_group) > 1 else next(iter(per_group))
         result.host_group[host] = group
         if len(per_group) > 1:
             result.split[host] = per_group
-        expected = frozenset().union(*joined[group]) if group not in result.merged else frozenset()
-        if expected - sets[host]:
-            result.missing[host] = expected - sets[host]
+        if not expected[group] <= sets[host]:
+            result.missing[host] = expected[group] - sets[host]
     return result
 
 
