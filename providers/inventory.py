@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from labeler.errors import SourceError
 from labeler.model import Discovery
 from labeler.nodes import yaml_error
@@ -84,6 +82,8 @@ def read_inventory(path: str) -> Inventory:
         raise SourceError(f"{path}: cannot read inventory: {exc.strerror or exc}") from None
     if path.lower().endswith(".csv"):
         return _from_csv(text, path)
+    import yaml  # only when an inventory is read: every command listing the sources' flags imports this module
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
