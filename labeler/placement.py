@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .errors import TopologyError
+from .gcpause import paused_gc
 from .labelvalues import key_problems, unique_values
 from .model import Discovery, Level, Problem, Snapshot, check_tree
 
@@ -51,6 +52,7 @@ def pad_depths(discovery: Discovery, depth: int) -> None:
             f"for the missing levels (e.g. {', '.join(short[:3])})")
 
 
+@paused_gc()  # per-node dicts and tuples, no cycles: the collector would only walk them
 def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
     """Validate a discovery and turn its raw names into label values.
 

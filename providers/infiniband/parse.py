@@ -20,6 +20,7 @@ from .fabric import Cables, Fabric, Nodes
 KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 ID_KINDS = {"S": "switch", "H": "ca", "R": "router"}
 _NODE_LINES = tuple(KINDS)
+_NODE_INITIALS = frozenset(name[0] for name in KINDS)
 # Slowest first: a link is degraded when its speed ranks below the fabric's usual one.
 SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 
@@ -62,7 +63,8 @@ def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = N
 
 def fabric_graph(nodes: Nodes, cables: Cables) -> Fabric:
     """The fabric, built in the given order, so the same nodes and cables always give the same fabric."""
-    return Fabric(nodes, cables)
+    with paused_gc():
+        return Fabric(nodes, cables)
 
 
 @paused_gc()
@@ -82,7 +84,8 @@ def read_fabric(text: str, origin: str, names: dict[int, str] | None = None) -> 
     node = 0
     match_port, match_header = _PORT.match, _HEADER.match
     for lineno, line in enumerate(text.splitlines(), start=1):
-        if line.startswith("["):
+        first = line[:1]
+        if first == "[":
             if current is None:
                 raise SourceError(f"{origin}:{lineno}: port line before any Switch or Ca line")
             match = match_port(line)
@@ -111,7 +114,7 @@ def read_fabric(text: str, origin: str, names: dict[int, str] | None = None) -> 
             width, speed = parse_rate(rate)
             linked[here], linked[there] = there, here
             cables.append((node, remote, {"ends": {node: port, remote: rport}, "width": width, "speed": speed}))
-        elif line.startswith(_NODE_LINES):
+        elif first in _NODE_INITIALS and line.startswith(_NODE_LINES):
             match = match_header(line.rstrip())
             if match is None:
                 raise SourceError(f"{origin}:{lineno}: cannot read node line {line.strip()[:100]!r}")
