@@ -324,7 +324,8 @@ def test_the_operator_sets_up_kueue_and_kueue_admits_a_job_where_fit_said(
         assert domains == {tuple(d["values"]): d["pods"] for d in predicted["domains"]}  # the same domains
         # the cycle before, on the B200 flavor, failed as fit said: Kueue's Pending Event carries its message
         events = wait_until(lambda: event_messages(api, workload), 60, "Kueue's Pending Event for the B200 cycle")
-        assert events == [a["message"] for a in predicted["attempts"] if not a["fits"]]
+        # (a cycle Kueue repeats posts the same message again)
+        assert list(dict.fromkeys(events)) == [a["message"] for a in predicted["attempts"] if not a["fits"]]
         (block,) = {labels[n][BLOCK] for n in want}
 
         pods = bound_where_assigned(cluster, TRAIN, "train", want, mark)
