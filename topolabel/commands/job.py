@@ -47,7 +47,10 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     ann.add_argument("file", metavar="FILE", help="job YAML (Job, JobSet, PyTorchJob, LeaderWorkerSet, RayJob, "
                                                   "RayCluster; several documents allowed; - for stdin)")
     ann.add_argument("--queue", required=True, help="LocalQueue name (the kueue.x-k8s.io/queue-name label)")
-    ann.add_argument("--within", required=True, metavar="LEVEL", help="level name (block) or node label key")
+    where = ann.add_mutually_exclusive_group(required=True)
+    where.add_argument("--within", metavar="LEVEL", help="level name (block) or node label key")
+    where.add_argument("--required", metavar="LEVEL",
+                       help="--within LEVEL, named as Kueue's podset-required-topology (not with --preferred)")
     ann.add_argument("--preferred", action="store_true",
                      help="prefer LEVEL but let Kueue climb to a larger domain or spread when it does not fit")
     ann.add_argument("--slice-size", type=int, metavar="N", help="pods per slice (a divisor of the pod count)")
@@ -91,6 +94,8 @@ def _resolve(level: str, keys: tuple[tuple[str, ...], ...] | None, ctx: TASConte
 
 
 def run_annotate(args: argparse.Namespace) -> int:
+    if args.required and args.preferred:
+        raise TopologyError("--required and --preferred contradict each other: use --within LEVEL --preferred")
     text = jobfile.read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)
@@ -98,7 +103,7 @@ def run_annotate(args: argparse.Namespace) -> int:
     notes: list[str] = []
     for workload in workloads:
         keys = _keys(ctx, workload, args.queue, args.topology)
-        level = _resolve(args.within, keys, ctx)
+        level = _resolve(args.within or args.required, keys, ctx)
         slice_level = _resolve(args.slice_within, keys, ctx) if args.slice_within else None
         request = TASRequest(args.queue, level, args.preferred, args.slice_size, slice_level)
         notes += annotate(workload, request, keys[0] if keys and len(keys) == 1 else None)
