@@ -12,6 +12,9 @@ import yaml
 
 from .errors import InputError
 
+# The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
+MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
+
 
 @dataclass(frozen=True)
 class Node:
@@ -48,6 +51,10 @@ class Node:
             ready=ready,
             unschedulable=bool(spec.get("unschedulable")),
         )
+
+    def managed(self) -> list[str]:
+        """The keys the managed-labels annotation lists (unchecked: `labeler.plan` decides what it owns)."""
+        return [k for k in self.annotations.get(MANAGED_ANNOTATION, "").split(",") if k]
 
 
 def _strings(mapping: Any) -> dict[str, str]:

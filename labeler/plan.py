@@ -1,7 +1,11 @@
 """The label plan: which labels to set and remove on which nodes, computed without touching the cluster.
 
 Safety rules, in one place:
-- only keys topolabel wrote before (listed in the managed-labels annotation) are ever removed;
+- topolabel owns on a node only what it wrote: keys listed in the managed-labels annotation, and keys it
+  adds. A key the node already carries with a value topolabel did not set is never claimed: with the
+  same value it is left unclaimed, with another value it is left as it is and reported (a conflict);
+- only owned keys are ever rewritten or removed, and never a key of Kubernetes, a cloud or another tool,
+  whatever the annotation says;
 - a node the source did not place keeps every label, and is reported;
 - a plan that rewrites or removes existing labels on more than a set share of nodes is refused unless forced.
 """
@@ -12,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from .errors import PlanRefused
+from .labelvalues import level_key_problems
 from .model import Problem, Snapshot
-from .nodes import Node
-
-MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
+from .nodes import MANAGED_ANNOTATION, Node
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Plan:
     unchanged: int
     problems: list[Problem]
     total: int
+    conflicts: list[Problem] = field(default_factory=list)  # also in `problems`
 
     @property
     def disruptive(self) -> int:
@@ -52,17 +56,26 @@ class Plan:
                 "problems": [p.to_dict() for p in self.problems]}
 
 
-def managed_keys(node: Node) -> list[str]:
-    raw = node.annotations.get(MANAGED_ANNOTATION, "")
-    return [k for k in raw.split(",") if k]
+def owned_keys(node: Node) -> set[str]:
+    """Keys the annotation says topolabel wrote, less any it can never own (a crafted or stale annotation)."""
+    return {k for k in node.managed() if not level_key_problems(k)}
+
+
+def conflicts(node: Node, desired: dict[str, str]) -> dict[str, str]:
+    """Desired keys the node carries with another value that topolabel did not write: key -> that value."""
+    owned = owned_keys(node)
+    return {k: node.labels[k] for k in sorted(desired)
+            if k not in owned and k in node.labels and node.labels[k] != desired[k]}
 
 
 def plan_node(node: Node, desired: dict[str, str]) -> NodeChange | None:
-    """The change that brings one node to `desired`, or None when it is already there."""
-    managed = sorted(desired)
-    to_set = {k: v for k, v in sorted(desired.items()) if node.labels.get(k) != v}
-    to_remove = sorted(k for k in managed_keys(node) if k not in desired and k in node.labels)
-    if not to_set and not to_remove and managed_keys(node) == managed:
+    """The change that brings one node to `desired` on the keys topolabel owns, or None when it is there."""
+    owned = owned_keys(node)
+    mine = {k: v for k, v in desired.items() if k in owned or k not in node.labels}
+    managed = sorted(mine)
+    to_set = {k: v for k, v in sorted(mine.items()) if node.labels.get(k) != v}
+    to_remove = sorted(k for k in owned if k not in desired and k in node.labels)
+    if not to_set and not to_remove and node.managed() == managed:
         return None
     rewrites = any(k in node.labels for k in to_set)
     return NodeChange(node.name, to_set, to_remove, managed, disruptive=rewrites or bool(to_remove))
@@ -72,6 +85,7 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
     problems = list(snapshot.problems)
     reported = {p.node for p in problems if p.node}
     changes: list[NodeChange] = []
+    clashes: list[Problem] = []
     unchanged = 0
     for node in sorted(nodes, key=lambda n: n.name):
         if node.name not in snapshot.nodes:
@@ -79,7 +93,11 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
                 problems.append(Problem("plan", "not placed by the source; its labels are kept", node.name))
             unchanged += 1
             continue
-        change = plan_node(node, snapshot.labels_for(node.name))
+        desired = snapshot.labels_for(node.name)
+        clashes += [Problem("plan", f"carries {key}={value!r}, which topolabel did not write; left as it is "
+                                    f"(remove the label to let topolabel write {desired[key]!r})", node.name)
+                    for key, value in conflicts(node, desired).items()]
+        change = plan_node(node, desired)
         if change is None:
             unchanged += 1
         else:
@@ -87,7 +105,7 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
     cluster = {n.name for n in nodes}
     for name in sorted(set(snapshot.nodes) - cluster):
         problems.append(Problem("plan", "placed by the source but not in the cluster", name))
-    return Plan(changes, unchanged, problems, len(nodes))
+    return Plan(changes, unchanged, problems + clashes, len(nodes), clashes)
 
 
 def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:

@@ -14,8 +14,8 @@ from labeler.apply import ApplyResult
 from labeler.config import Config, parse_config
 from labeler.errors import InputError, TopologyError
 from labeler.model import Discovery, Problem
-from labeler.nodes import Node
-from labeler.plan import MANAGED_ANNOTATION, NodeChange, Plan
+from labeler.nodes import MANAGED_ANNOTATION, Node
+from labeler.plan import NodeChange, Plan
 from providers import inventory, labels
 from providers.base import Options, Source
 from providers.registry import get_source
@@ -50,29 +50,40 @@ def test_a_candidate_whose_kept_placements_break_the_tree_uses_the_new_answer_al
     topo = Topology()
     topo.adopt(discovery({"a": ("r1", "k1"), "b": ("r1", "k1")}), place(CFG, discovery({"a": ("r1", "k1")})))
     found = discovery({"a": ("r2", "k1")})  # rack k1 moved to row r2; b is not in this answer
-    chosen, snapshot = topo.candidate(CFG, found, {"a", "b"})
+    chosen, snapshot = topo.candidate(CFG, found, {"a": Node("a"), "b": Node("b")})
     assert chosen is found and set(snapshot.nodes) == {"a"}
 
 
 def test_joining_nodes_get_the_values_a_full_discovery_would_give() -> None:
-    # two raw rack names that collide as label values: both must be hashed, whichever way they arrive
+    # two raw rack names that collide as label values, arriving together: both are hashed
     full = discovery({"a": ("r1", "rack/1"), "b": ("r1", "rack 1")})
     topo = Topology()
     first = discovery({"a": ("r1", "rack/1")})
     topo.adopt(first, place(CFG, first))
-    assert topo.join(CFG, discovery({"b": ("r1", "rack 1")}), ["b"])
+    assert topo.join(CFG, discovery({"b": ("r1", "rack 1")}), ["b"], [node("a"), node("b")])
     assert topo.snapshot.nodes == place(CFG, full).nodes
-    assert topo.snapshot.nodes["a"]["rack"] != "rack-1"  # renamed by the join: the plan rewrites it once
+
+
+def test_a_joining_domain_whose_name_collides_gets_the_hash_and_the_labelled_one_keeps_its_value() -> None:
+    topo = Topology()
+    first = discovery({"a": ("r1", "rack/1")})
+    topo.adopt(first, place(CFG, first))
+    written = place(CFG, first).labels_for("a")
+    assert written["topolabel.dev/rack"] == "rack-1"
+    labelled = node("a", written, ",".join(sorted(written)))
+    assert topo.join(CFG, discovery({"b": ("r1", "rack 1")}), ["b"], [labelled, node("b")])
+    assert topo.snapshot.nodes["a"]["rack"] == "rack-1"
+    assert topo.snapshot.nodes["b"]["rack"].startswith("rack-1-")
 
 
 def test_a_join_that_cannot_merge_or_breaks_the_tree_changes_nothing() -> None:
     topo = Topology()
-    assert not topo.join(CFG, discovery({"x": ("r1", "k1")}), ["x"])  # no last good discovery
+    assert not topo.join(CFG, discovery({"x": ("r1", "k1")}), ["x"], [])  # no last good discovery
     last = discovery({"a": ("r1", "k1")})
     topo.adopt(last, place(CFG, last))
-    assert not topo.join(CFG, discovery({"x": ("r1",)}, ("row",)), ["x"])  # other levels: a full pass is due
+    assert not topo.join(CFG, discovery({"x": ("r1",)}, ("row",)), ["x"], [])  # other levels: a full pass is due
     with pytest.raises(TopologyError):
-        topo.join(CFG, discovery({"x": ("r2", "k1")}), ["x"])  # k1 under two rows
+        topo.join(CFG, discovery({"x": ("r2", "k1")}), ["x"], [])  # k1 under two rows
     assert topo.found is last and set(topo.snapshot.nodes) == {"a"}
 
 

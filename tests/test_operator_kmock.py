@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
-from labeler.plan import MANAGED_ANNOTATION
+from labeler.nodes import MANAGED_ANNOTATION
 from tests.kmockcluster import MockCluster
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
 from topolabel.operator.settings import RunOptions

@@ -8,7 +8,7 @@ from labeler.config import Config
 from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
 from labeler.nodes import Node, read_document
-from labeler.placement import level_keys, to_snapshot
+from labeler.placement import level_keys, snapshot_from_dict, to_snapshot
 from providers.base import Source, SourceContext, snake
 from providers.registry import get_source
 
@@ -30,7 +30,7 @@ def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[
 
 def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
              origin: str = "source") -> Snapshot:
-    return place(cfg, run_source(source, options, nodes, origin))
+    return place(cfg, run_source(source, options, nodes, origin), nodes)
 
 
 def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source") -> Discovery:
@@ -38,11 +38,13 @@ def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node]
     return source.discover(SourceContext(nodes=nodes, options=options, origin=origin))
 
 
-def place(cfg: Config, found: Discovery) -> Snapshot:
-    """Label keys from the config, then the validated snapshot of label values."""
+def place(cfg: Config, found: Discovery, nodes: Sequence[Node] = ()) -> Snapshot:
+    """Label keys from the config, then the validated snapshot of label values (existing domains of
+    `nodes` keep the values they carry)."""
     levels = level_keys(found.level_names, cfg.key_prefix, cfg.label_overrides())
-    return to_snapshot(found, levels)
+    return to_snapshot(found, levels, nodes)
 
 
 def read_snapshot(path: str) -> Snapshot:
-    return Snapshot.from_dict(read_document(path), path)
+    """A snapshot file, checked like discovery output (it is untrusted input)."""
+    return snapshot_from_dict(read_document(path), path)

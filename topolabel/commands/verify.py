@@ -9,11 +9,10 @@ from rich.table import Table
 from labeler.config import load_config
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
-from labeler.nodes import read_document
 from labeler.verify import Report, compare_sources, label_drift
 
 from ..output import console, emit
-from ..pipeline import discover, source_options
+from ..pipeline import discover, read_snapshot, source_options
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _other(args: argparse.Namespace, nodes: list) -> Snapshot:
     if args.against:
-        return Snapshot.from_dict(read_document(args.against), args.against)
+        return read_snapshot(args.against)
     other = load_config(args.against_config)
     source, options = source_options(other, {})
     return discover(other, source, options, nodes, origin=args.against_config)
