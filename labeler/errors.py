@@ -24,5 +24,10 @@ class SourceError(TopolabelError):
     """A source could not answer at all (unreachable API, denied permission, unreadable file)."""
 
 
+class OutputError(TopolabelError):
+    """An output could not be written (full disk, file-size limit, permissions, a file topolabel did not
+    generate in the way); nothing the user had was changed."""
+
+
 class PlanRefused(TopolabelError):
     """A label plan that would rewrite or remove too much at once; `--force` overrides it."""

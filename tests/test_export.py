@@ -338,6 +338,6 @@ def test_cli_objects(snapshot_file: Path, tmp_path: Path, capsys: pytest.Capture
         assert main(["export", "kai", "--snapshot", str(snapshot_file), "--config", str(config),
                      "--output-dir", str(out)]) == 0
     files = sorted(p.name for p in out.iterdir())
-    assert len(files) == 2 and files[0] == "kustomization.yaml" and files[1].startswith("topology-gke-")
-    assert validate(yaml.safe_load((out / files[1]).read_text()), KAI_CRD) == []
+    assert len(files) == 2 and files[0].startswith("kai-topology-gke-") and files[1] == "kustomization.yaml"
+    assert validate(yaml.safe_load((out / files[0]).read_text()), KAI_CRD) == []
     assert "1 object(s) written" in capsys.readouterr().err

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
@@ -15,6 +14,7 @@ from kueue_config.tas.lint import ERROR, WARNING, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.config import load_config
+from labeler.files import write_atomic
 
 from ..output import FORMATS, console, emit
 from .tas_common import TASContext, tas_context, tas_parent
@@ -87,7 +87,7 @@ def run_annotate(args: argparse.Namespace) -> int:
                          "--snapshot or --kubeconfig)")
     out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"))
     if args.in_place and args.file != "-":
-        Path(args.file).write_text(out)
+        write_atomic(args.file, out)
     else:
         sys.stdout.write(out)
     for note in notes:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
-from pathlib import Path
 
 from kueue_config.tas.capacity import allocatable, free_capacity
 from kueue_config.tas.fit import build_tree
 from kueue_config.tas.render_tree import domain_views, rich_tree
 from kueue_config.tas.svg import render_svg
 from labeler.errors import TopologyError
+from labeler.files import write_atomic
 
 from ..output import console, emit
 from .common import cluster_nodes, config_of
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     views = domain_views(tree, args.resource, args.depth)
     title = f"Topology {name}" + (f", flavor {args.flavor}" if args.flavor else "")
     if args.svg:
-        Path(args.svg).write_text(render_svg(views, title, args.resource))
+        write_atomic(args.svg, render_svg(views, title, args.resource))
         print(f"{args.svg}: written", file=sys.stderr)
     if args.output == "table":
         console().print(rich_tree(views, title, args.resource))
