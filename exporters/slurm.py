@@ -42,7 +42,7 @@ MAX_SWITCH_NAME = 64
 MAX_BLOCK_LEVEL = 15
 SOURCE = "slurm-export"
 _UNSAFE = re.compile(r'[\s,\[\]=#"\\]')  # breaks a hostlist or a key=value line
-_TRAILING_DIGITS = re.compile(r"\d+$")
+_TRAILING_DIGITS = re.compile(r"[0-9]+$")
 
 
 @dataclass(frozen=True)

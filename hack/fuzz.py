@@ -522,7 +522,8 @@ class Report:
                 "by_target": {k: dict(v) for k, v in sorted(self.by_target.items())}}
 
 
-def fuzz(report: Report, fx: Fixtures, cases: int, rng: random.Random, timeout: float, show: int) -> None:
+def fuzz(report: Report, fx: Fixtures, cases: int, rng: random.Random, timeout: float, show: int,
+         save: Path | None) -> None:
     for i in range(cases):
         target = TARGETS[i % len(TARGETS)]
         content = make_input(target, fx, rng)
@@ -534,6 +535,9 @@ def fuzz(report: Report, fx: Fixtures, cases: int, rng: random.Random, timeout: 
         report.judge(target.name, outcome, note)
         if show and (outcome.traceback or outcome.hang) and report.causes[outcome.signature()] == 1:
             print(f"--- {note}\n{outcome.err[-1500:]}", file=sys.stderr)
+        if save and content is not None and (outcome.traceback or outcome.hang or outcome.code not in (0, 1, 2)):
+            save.mkdir(parents=True, exist_ok=True)
+            (save / f"{target.name.replace('/', '--')}-{i}").write_bytes(content)
         shutil.rmtree(case_dir, ignore_errors=True)
 
 
@@ -855,6 +859,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-checks", action="store_true", help="random cases only")
     parser.add_argument("--show", type=int, default=0, help="print the first traceback of each new root cause")
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON")
+    parser.add_argument("--save", metavar="DIR", type=Path,
+                        help="save each input that crashed or hung as DIR/<target>-<case> (a seed corpus)")
     args = parser.parse_args(argv)
     os.environ["KUBECONFIG"] = "/nonexistent/kubeconfig"  # no case may reach a real cluster by default
     sys.path.insert(0, str(ROOT))
@@ -868,7 +874,7 @@ def main(argv: list[str] | None = None) -> int:
         (fx.dir / "lldp").mkdir()
         (fx.dir / "lldp" / "gpu-a.json").write_text(json.dumps(LLDP_FACTS))
         started = time.monotonic()
-        fuzz(report, fx, args.cases, rng, args.timeout, args.show)
+        fuzz(report, fx, args.cases, rng, args.timeout, args.show, args.save)
         if not args.no_checks:
             checks(report, fx, args.timeout)
         seconds = time.monotonic() - started

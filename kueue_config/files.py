@@ -19,7 +19,8 @@ from typing import Any, Sequence
 
 import yaml
 
-from labeler.errors import OutputError, TopologyError
+from labeler.documents import load, yaml_error
+from labeler.errors import InputError, OutputError, TopologyError
 from labeler.files import write_files
 
 KUSTOMIZATION = "kustomization.yaml"
@@ -129,10 +130,7 @@ class Directory:
                                                 "resources": added})
         if not text.startswith(GENERATED):
             return _merge_by_hand(text, where, dropped, added)
-        try:
-            data = _kustomization_data(yaml.safe_load(text), where)
-        except yaml.YAMLError:
-            raise OutputError(f"{where}: not valid YAML; it was left as it is") from None
+        data = _kustomization_data(load(text, str(where)), where)
         kept = [r for r in data.get("resources") or [] if _plain(r) not in dropped and _plain(r) not in added]
         data["resources"] = sorted(kept + added, key=lambda r: _kind_rank(_plain(r)))
         return KUSTOMIZATION_HEADER + dump(data)
@@ -160,13 +158,15 @@ def _merge_by_hand(text: str, where: Path, dropped: list[str], added: list[str])
     from ruamel.yaml.util import load_yaml_guess_indent
 
     try:
+        load(text, str(where))  # the depth and alias checks, before ruamel builds anything
         _, indent, offset = load_yaml_guess_indent(text)
         rt = YAML(typ="rt")
         rt.preserve_quotes = True
         rt.indent(mapping=indent or 2, sequence=indent or 2, offset=offset or 0)
         data = rt.load(text)
-    except YAMLError:
-        raise OutputError(f"{where}: not valid YAML; it was left as it is") from None
+    except (InputError, YAMLError) as exc:
+        detail = str(exc) if isinstance(exc, InputError) else f"{where}: not valid YAML: {yaml_error(exc)}"
+        raise OutputError(f"{detail}; it was left as it is") from None
     data = _kustomization_data(data, where)
     resources = data.get("resources")
     present = [_plain(r) for r in resources or []]

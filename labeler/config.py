@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .documents import read_document
 from .errors import InputError
-from .nodes import read_document
 from .placement import DEFAULT_PREFIX
 
 

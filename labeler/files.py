@@ -1,4 +1,4 @@
-"""Files out: writes that never leave a file half written.
+"""Files in and out: text read as strict UTF-8, and writes that never leave a file half written.
 
 Every file topolabel writes for a user (a job rewritten in place, Kueue YAML, exports, an SVG) goes to a
 temporary file in the same directory, is flushed to disk, and only then renamed over the target. On a full
@@ -9,11 +9,36 @@ reports one line. A set of files is written the same way: every temporary file f
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from .errors import OutputError
+from .errors import InputError, OutputError
+
+MAX_INPUT_BYTES = 1 << 30  # no input topolabel reads is near 1 GiB; /dev/zero and the like are
+
+
+def read_text(path: str | Path) -> str:
+    """A text file (or '-' for stdin) as a string; unreadable, too large or non-UTF-8 input is an
+    `InputError` naming the file."""
+    name = str(path)
+    try:
+        if str(path) == "-":  # a text stream without bytes underneath (a test's StringIO) is UTF-8 already
+            stdin = sys.stdin
+            data = stdin.buffer.read(MAX_INPUT_BYTES + 1) if hasattr(stdin, "buffer") else stdin.read().encode()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
+
 
 def write_atomic(path: str | Path, text: str) -> None:
     """Replace `path` with `text` all at once (through a symlink, its target), or raise `OutputError`."""

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import yaml
-
+from .documents import mapping, read_document, sequence, string_map, text
 from .errors import InputError
 
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
@@ -31,23 +28,24 @@ class Node:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], origin: str = "nodes") -> "Node":
-        """Build from a Node as the API serves it (camelCase JSON)."""
-        meta = obj.get("metadata") or {}
+        """Build from a Node as the API serves it (camelCase JSON); wrong types are errors naming the field."""
+        meta = mapping(obj.get("metadata"), f"{origin}: metadata")
         name = meta.get("name")
-        if not name:
+        if not isinstance(name, str) or not name:
             raise InputError(f"{origin}: a Node without metadata.name")
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        conditions = status.get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) \
-            if conditions else True
+        where = f"{origin}: node {name}"
+        spec = mapping(obj.get("spec"), f"{where}: spec")
+        status = mapping(obj.get("status"), f"{where}: status")
+        conditions = [mapping(c, f"{where}: status.conditions[]")
+                      for c in sequence(status.get("conditions"), f"{where}: status.conditions")]
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) if conditions else True
         return cls(
-            name=str(name),
-            labels=_strings(meta.get("labels")),
-            annotations=_strings(meta.get("annotations")),
-            provider_id=str(spec.get("providerID") or ""),
-            allocatable=_strings(status.get("allocatable")),
-            taints=tuple(dict(t) for t in spec.get("taints") or []),
+            name=name,
+            labels=string_map(meta.get("labels"), f"{where}: metadata.labels"),
+            annotations=string_map(meta.get("annotations"), f"{where}: metadata.annotations"),
+            provider_id=text(spec.get("providerID") or "", f"{where}: spec.providerID"),
+            allocatable=string_map(status.get("allocatable"), f"{where}: status.allocatable"),
+            taints=tuple(string_map(t, f"{where}: spec.taints[]") for t in sequence(spec.get("taints"), f"{where}: spec.taints")),
             ready=ready,
             unschedulable=bool(spec.get("unschedulable")),
         )
@@ -55,15 +53,6 @@ class Node:
     def managed(self) -> list[str]:
         """The keys the managed-labels annotation lists (unchecked: `labeler.plan` decides what it owns)."""
         return [k for k in self.annotations.get(MANAGED_ANNOTATION, "").split(",") if k]
-
-
-def _strings(mapping: Any) -> dict[str, str]:
-    """A string-to-string copy; YAML may have typed `gpu: 8` as an int, JSON from the API never does."""
-    if not mapping:
-        return {}
-    if all(type(v) is str for v in mapping.values()):
-        return dict(mapping)
-    return {str(k): str(v) for k, v in mapping.items()}
 
 
 def list_items(data: Any, kind: str, origin: str) -> Iterable[Any]:
@@ -85,36 +74,13 @@ def parse_nodes(data: Any, origin: str) -> list[Node]:
         if not isinstance(item, dict):
             raise InputError(f"{origin}: item {i} is not an object")
         if item.get("kind", "Node") != "Node":
-            raise InputError(f"{origin}: item {i} is a {item.get('kind')}, not a Node")
+            raise InputError(f"{origin}: item {i} is a {str(item.get('kind'))[:60]}, not a Node")
         nodes.append(Node.from_object(item, origin))
     names = [n.name for n in nodes]
     dupes = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
     if dupes:
         raise InputError(f"{origin}: node(s) listed twice: {', '.join(dupes[:5])}")
     return nodes
-
-
-def read_document(path: str | Path) -> Any:
-    """A YAML or JSON file (or '-' for stdin) as data, with errors that name the file."""
-    try:
-        text = sys.stdin.read() if str(path) == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        if text.lstrip().startswith(("{", "[")):
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {yaml_error(exc)}") from None
-
-
-def yaml_error(exc: yaml.YAMLError) -> str:
-    """A YAML parse error on one line: where, and what."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
 
 
 def load_nodes_file(path: str | Path) -> list[Node]:

@@ -36,7 +36,7 @@ PRESETS: dict[str, tuple[tuple[str, str], ...]] = {
 # Where the GPU Operator does not run, `topolabel agent --nvlink` publishes the same value as an annotation.
 ANNOTATION_FALLBACK = {"nvidia.com/gpu.clique": CLIQUE_ANNOTATION}
 # Topograph: `fabric.topograph.run/tier-N` with tier 0 closest to the node, or its older keys.
-TOPOGRAPH_TIER = re.compile(r"^fabric\.topograph\.run/tier-(\d+)$")
+TOPOGRAPH_TIER = re.compile(r"^fabric\.topograph\.run/tier-([0-9]+)$")
 TOPOGRAPH_LEGACY = (("core", "network.topology.nvidia.com/core"),
                     ("datacenter", "network.topology.nvidia.com/datacenter"),
                     ("spine", "network.topology.nvidia.com/spine"),

@@ -76,7 +76,7 @@ def test_stream_to_stdout(capsys) -> None:
     ({"n.yaml": "kind: Pod\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
      "n.yaml: expected a NodeList"),
     ({"n.yaml": "items: [\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
-     "n.yaml: not valid YAML: line 2, column 1: expected the node content"),
+     "n.yaml: not valid YAML: line 2, column 1: did not find expected node content"),
     ({}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "missing.yaml"], "missing.yaml: cannot read"),
     ({"s.json": "{\"levels\": []}"}, ["plan", "--snapshot", "s.json", "--nodes", str(EXAMPLES / "nodes.yaml")],
      "s.json: 'levels' must be a non-empty list"),

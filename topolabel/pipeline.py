@@ -7,7 +7,8 @@ from typing import Any, Mapping, Sequence
 from labeler.config import Config
 from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
-from labeler.nodes import Node, read_document
+from labeler.documents import read_document
+from labeler.nodes import Node
 from labeler.placement import level_keys, snapshot_from_dict, to_snapshot
 from providers.base import Source, SourceContext, snake
 from providers.registry import get_source

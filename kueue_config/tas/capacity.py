@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.errors import TopologyError
+from labeler.documents import mapping
+from labeler.errors import InputError, TopologyError
 from labeler.nodes import Node, list_items
 
 from ..quantities import parse
-from .workloads import MODES
+from .workloads import MODES, check_metadata, check_pod_spec
 
 PODS = "pods"
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
@@ -64,12 +65,12 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     """
     total: Resources = {}
     for container in spec.get("containers") or []:
-        _add(total, container_requests(container))
+        _add(total, container_requests(container or {}))
     sidecars: Resources = {}
     init_peak: Resources = {}
     for container in spec.get("initContainers") or []:
-        reqs = container_requests(container)
-        if container.get("restartPolicy") == "Always":
+        reqs = container_requests(container or {})
+        if (container or {}).get("restartPolicy") == "Always":
             _add(total, reqs)
             _add(sidecars, reqs)
             step = dict(sidecars)
@@ -97,9 +98,15 @@ def parse_pods(data: Any, origin: str) -> list[PodUsage]:
     for i, item in enumerate(list_items(data, "Pod", origin)):
         if not isinstance(item, Mapping) or item.get("kind", "Pod") != "Pod":
             raise TopologyError(f"{origin}: item {i} is not a Pod")
+        try:
+            check_metadata(item.get("metadata"), f"{origin}: item {i} metadata")
+            check_pod_spec(item.get("spec"), f"{origin}: item {i} spec")
+            phase = mapping(item.get("status"), f"{origin}: item {i} status").get("phase")
+        except InputError as exc:
+            raise TopologyError(str(exc)) from None
         spec = item.get("spec") or {}
         node = spec.get("nodeName")
-        if not node or (item.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        if not node or phase in TERMINAL_PHASES:
             continue
         annotations = (item.get("metadata") or {}).get("annotations") or {}
         try:

@@ -17,7 +17,7 @@ from labeler.labelvalues import key_problems
 
 from .setup import level_names
 from .workloads import (GROUP_NAME, MODES, PREFERRED, QUEUE_LABEL, REQUIRED, SLICE_CONSTRAINTS, SLICE_REQUIRED,
-                        SLICE_SIZE, TAS_ANNOTATIONS, UNCONSTRAINED, Path, PodSet, Workload, lookup, path_str)
+                        SLICE_SIZE, TAS_ANNOTATIONS, UNCONSTRAINED, Path, PodSet, Workload, ascii_int, lookup, path_str)
 
 ERROR, WARNING = "error", "warning"
 BOOLEANS = {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}  # Go ParseBool
@@ -93,7 +93,7 @@ def _slice_findings(w: Workload, ps: PodSet, keys: Sequence[str] | None) -> Iter
         yield Finding(ERROR, w.ref, size_path, f"{SLICE_SIZE} without {SLICE_REQUIRED} is rejected",
                       f"add {SLICE_REQUIRED}: <level> or remove the slice size")
     raw = str(ann[SLICE_SIZE])
-    size = int(raw) if raw.strip().lstrip("-").isdigit() else None
+    size = ascii_int(raw)
     if size is None or size < 1:
         yield Finding(ERROR, w.ref, size_path, f"slice size {raw!r} is not a positive integer",
                       f"give a divisor of {ps.count} as a quoted string, e.g. \"{ps.count}\"")
@@ -132,7 +132,7 @@ def _podset_findings(w: Workload, ps: PodSet, keys: Sequence[str] | None) -> Ite
     yield from _slice_findings(w, ps, keys)
     if GROUP_NAME in ann:
         gpath = _ann_path(ps.path, GROUP_NAME)
-        if str(ann[GROUP_NAME]).isdigit():
+        if ascii_int(ann[GROUP_NAME]) is not None:
             yield Finding(ERROR, w.ref, gpath, "a PodSet group name must not be a number", "use a word, e.g. leader-worker")
         if SLICE_REQUIRED in ann or SLICE_SIZE in ann:
             yield Finding(ERROR, w.ref, gpath, "a PodSet group cannot be combined with slice annotations",

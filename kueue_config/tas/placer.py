@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .capacity import PODS, Resources, affinity_matches, count_in, pod_requests, taint_string, untolerated_taint
 from .tree import Domain, Leaf, TASTree
-from .workloads import GROUP_NAME, PREFERRED, REQUIRED, SLICE_REQUIRED, SLICE_SIZE, UNCONSTRAINED, PodSet
+from .workloads import GROUP_NAME, PREFERRED, REQUIRED, SLICE_REQUIRED, SLICE_SIZE, UNCONSTRAINED, PodSet, ascii_int
 
 INF = 2**31 - 1
 TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -52,8 +52,9 @@ def podset_request(ps: PodSet, keys: Sequence[str], tas_only: bool = True) -> Po
     """
     ann = ps.annotations
     slice_level, slice_size = None, 1
-    if SLICE_REQUIRED in ann and SLICE_SIZE in ann and str(ann[SLICE_SIZE]).strip().isdigit():
-        slice_level, slice_size = str(ann[SLICE_REQUIRED]), max(int(str(ann[SLICE_SIZE])), 1)
+    size = ascii_int(ann.get(SLICE_SIZE)) if SLICE_REQUIRED in ann else None
+    if size is not None:
+        slice_level, slice_size = str(ann[SLICE_REQUIRED]), max(size, 1)
     if REQUIRED in ann:
         mode, level = "required", str(ann[REQUIRED])
     elif PREFERRED in ann:

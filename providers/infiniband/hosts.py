@@ -23,7 +23,7 @@ from . import ANNOTATION
 from .parse import parse_guid
 
 # Descriptions an adapter ships with (no host in them), and host names an image boots with before it is named.
-_DEFAULT_DESC = re.compile(r"^$|^MT\d+\s|(?i:(mellanox|nvidia) technologies)\s*$")
+_DEFAULT_DESC = re.compile(r"^$|^MT[0-9]+\s|(?i:(mellanox|nvidia) technologies)\s*$")
 GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ubuntu", "debian", "(none)", "unknown"})
 AGGREGATION = "aggregation node"  # SHARP aggregation nodes: CAs inside switches, not hosts
 

@@ -13,6 +13,7 @@ from kueue_config.tas.fit import FitReport, fit
 from kueue_config.tas.setup import Flavor, TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
+from labeler.files import read_text
 
 from ..output import console, emit
 from .common import cluster_nodes, config_of
@@ -81,7 +82,7 @@ def print_report(workload: Workload, report: FitReport) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
-    docs = jobfile.load(jobfile.read_text(args.file), args.file)
+    docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
     nodes = cluster_nodes(args)
     ctx = tas_context(args, cfg, nodes)

@@ -14,7 +14,7 @@ from kueue_config.tas.lint import ERROR, WARNING, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.config import load_config
-from labeler.files import write_atomic
+from labeler.files import read_text, write_atomic
 
 from ..output import FORMATS, console, emit
 from .tas_common import TASContext, tas_context, tas_parent
@@ -71,7 +71,7 @@ def _keys(ctx: TASContext, workload: Workload, queue: str | None, topology: str 
 
 
 def run_annotate(args: argparse.Namespace) -> int:
-    text = jobfile.read_text(args.file)
+    text = read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)
     ctx = tas_context(args, load_config(args.config))
@@ -96,7 +96,7 @@ def run_annotate(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    docs = jobfile.load(jobfile.read_text(args.file), args.file)
+    docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
     ctx = tas_context(args, load_config(args.config))
     findings = []
