@@ -31,10 +31,8 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections import Counter, defaultdict
@@ -716,115 +714,19 @@ def _cluster_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> No
                      labels["n1"].get("kubernetes.io/hostname") == "n1", f"n1 labels now {labels['n1']}")
 
 
-# --- network faults: tiny raw servers --------------------------------------------------------------------
-
-class FaultServer:
-    """A TCP server in a thread that answers each connection with `behave(conn)`."""
-
-    def __init__(self, behave: Callable[[socket.socket], None]) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.behave = behave
-        self.stopped = False
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while not self.stopped:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        try:
-            self.behave(conn)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self.stopped = True
-        self.sock.close()
-
-
-def _read_request(conn: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?i)content-length: (\d+)", head).group(1)) if re.search(rb"(?i)content-length", head) else 0
-    while len(body) < length:
-        body += conn.recv(65536)
-    return head
-
-
-def _kubeconfig(path: Path, port: int) -> str:
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "c",
-                                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
-                                "users": [{"name": "u", "user": {}}],
-                                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-    return str(path)
-
-
-def _node_list_body() -> bytes:
-    return json.dumps({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
-                       "items": [node("n1", {"cloud.google.com/gce-topology-block": "b1"})]}).encode()
-
-
-def _answer(conn: socket.socket, body: bytes, status: str = "200 OK", ctype: str = "application/json") -> None:
-    conn.sendall(f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
-
-
-def _silent(conn: socket.socket) -> None:
-    _read_request(conn)
-    time.sleep(3600)
-
-
-def _drip(conn: socket.socket) -> None:
-    _read_request(conn)
-    body = _node_list_body()
-    conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body) + 10**6}\r\n\r\n".encode())
-    for byte in body + b" " * 10**6:
-        conn.sendall(bytes([byte]))
-        time.sleep(0.5)
-
-
-def _no_patch_answer(conn: socket.socket) -> None:
-    while True:
-        head = _read_request(conn)
-        if not head:
-            return
-        if head.startswith(b"PATCH"):
-            time.sleep(3600)
-        _answer(conn, _node_list_body())
-
-
-def _html(conn: socket.socket) -> None:
-    _read_request(conn)
-    _answer(conn, b"<html>proxy login</html>", ctype="text/html")
-
-
-def _not_json_error(conn: socket.socket) -> None:
-    _read_request(conn)
-    _answer(conn, b"upstream connect error", status="503 Service Unavailable", ctype="text/plain")
-
+# --- network faults: tiny raw servers (tests/faultserver.py) ------------------------------------------
 
 def _fault_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> None:
-    limit = 10.0 + 15.0  # a command's default read timeout (10 s) plus slack for start-up and retries
+    from tests.faultserver import FaultServer, closed_port, html, no_patch_answer, silent, slow_drip
+
+    limit = 20.0 + 10.0  # the default read timeout (20 s) plus slack for start-up
     plan = ["plan", "--source", "labels", "--preset", "gke", "-o", "json", "--kubeconfig"]
     snap = write(d / "snap-n1.json", snapshot_doc("topolabel.dev/block", {"n1": "b1"}))
     apply = ["apply", "--snapshot", snap, "-o", "json", "--kubeconfig"]
-    for name, behave, argv in [("silent server", _silent, plan), ("slow-drip body", _drip, plan),
-                               ("unanswered PATCH", _no_patch_answer, apply), ("HTML answer", _html, plan),
-                               ("non-JSON 503", _not_json_error, plan)]:
-        server = FaultServer(behave)
-        out = run_case([*argv, _kubeconfig(d / "fault.kubeconfig", server.port)], max(limit, timeout) + 60)
-        server.close()
+    for name, behave, argv in [("silent server", silent, plan), ("slow-drip body", slow_drip, plan),
+                               ("unanswered PATCH", no_patch_answer, apply), ("HTML answer", html, plan)]:
+        with FaultServer(behave) as server:
+            out = run_case([*argv, server.kubeconfig(d)], max(limit, timeout) + 60)
         ended = out.code is not None and out.seconds <= limit
         report.check("hang", f"{name} ends within the timeout", ended, f"exit {out.code} after {out.seconds:.0f}s")
         report.check("traceback", f"{name}: one line, exit 2",
@@ -833,22 +735,28 @@ def _fault_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> None
         if name == "unanswered PATCH":
             report.check("wrong", "apply prints its report when a PATCH is never answered", '"result"' in out.out,
                          f"stdout {out.out[:200]!r}")
-    closed = socket.socket()
-    closed.bind(("127.0.0.1", 0))
-    port = closed.getsockname()[1]
-    closed.close()
-    out = run_case([*plan, _kubeconfig(d / "refused.kubeconfig", port)], 120)
+    server = FaultServer(silent)
+    server.port = closed_port()
+    out = run_case([*plan, server.kubeconfig(d)], 120)
+    server.__exit__()
     report.check("traceback", "refused connection: one line, exit 2",
                  out.code == 2 and not out.traceback and len(out.err.strip().splitlines()) == 1 and out.seconds < limit,
                  f"exit {out.code} after {out.seconds:.0f}s: {out.err.strip()[-300:]}")
 
-    # --run with a timeout kills the whole process group, even a child that keeps the pipes open.
+    # a tool that hangs is killed with everything it started, even a child that keeps its output open
+    pidfile = d / "tool-child.pid"
     tool = d / "hangs.sh"
-    tool.write_text("#!/bin/sh\nsleep 600 &\nsleep 600\n")
+    tool.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pidfile}\nsleep 600\n")
     tool.chmod(0o755)
     out = run_case(["agent", "--once", "--print", "--lldpcli", str(tool)], 90)
-    report.check("hang", "a tool that hangs with a child is killed within its timeout (agent lldpcli, 30 s)",
+    report.check("hang", "a tool that hangs is stopped within its timeout (agent lldpcli, 30 s)",
                  out.code is not None and out.seconds < 40, f"exit {out.code} after {out.seconds:.0f}s")
+    time.sleep(1)
+    child = int(pidfile.read_text()) if pidfile.exists() else 0
+    left = child and Path(f"/proc/{child}").exists() and "zombie" not in Path(f"/proc/{child}/status").read_text()
+    report.check("hang", "a timed-out tool leaves no process behind", not left, f"pid {child} still runs")
+    if left:
+        os.kill(child, signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ from typing import Callable
 
 from kubernetes.client.exceptions import ApiException
 
+from .errors import KubeUnreachable
 from .kube import CallStats, api_error, call_with_retries
 from .plan import NodeChange, Plan
 
@@ -16,31 +17,43 @@ Patcher = Callable[[str, dict], None]
 
 @dataclass
 class ApplyResult:
+    """What was written and what was not. `unreachable`: nodes whose write got no answer (a timeout, a refused
+    or dropped connection): whether it landed is unknown, so the caller reports an error, not a refusal."""
+
     written: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    unreachable: list[str] = field(default_factory=list)
     retries: int = 0
 
     def to_dict(self) -> dict:
         return {"written": len(self.written), "failed": dict(sorted(self.failed.items())), "retries": self.retries}
 
 
-def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5) -> ApplyResult:
-    """Send each change through `patch(node, body)`; a failure is recorded and the rest go on."""
+def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5,
+               patient: bool = False) -> ApplyResult:
+    """Send each change through `patch(node, body)`; a failure, whatever it is, is recorded for that node and
+    the rest go on, so the result always says what was written. `patient`: retry timeouts too (operator)."""
     result = ApplyResult()
     stats = CallStats()
 
-    def write(change: NodeChange) -> tuple[str, str | None]:
+    def write(change: NodeChange) -> tuple[str, str | None, bool]:
         try:
-            call_with_retries(lambda: patch(change.node, change.patch()), retries, stats)
-            return change.node, None
+            call_with_retries(lambda: patch(change.node, change.patch()), retries, stats, patient=patient)
+            return change.node, None, False
         except ApiException as exc:
-            return change.node, api_error(exc)
+            return change.node, api_error(exc), False
+        except KubeUnreachable as exc:
+            return change.node, str(exc), True
+        except Exception as exc:  # noqa: BLE001 - one node's surprise must not hide what the others did
+            return change.node, f"{type(exc).__name__}: {exc}", False
 
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        for node, error in pool.map(write, plan.changes):
+        for node, error, unanswered in pool.map(write, plan.changes):
             if error is None:
                 result.written.append(node)
             else:
                 result.failed[node] = error
+                if unanswered:
+                    result.unreachable.append(node)
     result.retries = stats.retries
     return result

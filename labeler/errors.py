@@ -29,5 +29,15 @@ class OutputError(TopolabelError):
     generate in the way); nothing the user had was changed."""
 
 
+class KubeUnreachable(TopolabelError):
+    """The API server could not be reached, dropped the connection, did not answer within the timeout, or
+    answered with something that is not the API's JSON. `dropped`: the connection broke mid-call, so a retry
+    may well succeed (a timeout or a refusal is retried only by the patient operator)."""
+
+    def __init__(self, message: str, dropped: bool = False) -> None:
+        super().__init__(message)
+        self.dropped = dropped
+
+
 class PlanRefused(TopolabelError):
     """A label plan that would rewrite or remove too much at once; `--force` overrides it."""

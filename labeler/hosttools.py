@@ -1,11 +1,14 @@
 """Running a diagnostic tool of this host (ibnetdiscover, lldpcli, nvidia-smi) under a timeout.
 
 Such tools hang without the fabric or daemon they talk to, so there is always a timeout, and each way of
-failing becomes one `SourceError` line that says what to do.
+failing becomes one `SourceError` line that says what to do. The tool runs in a session of its own, and a
+timeout kills that whole process group: a helper it started cannot outlive it or hold its output open.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from typing import Callable, Sequence
 
@@ -18,12 +21,27 @@ def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str 
     `clean` tidies the last stderr line (e.g. drops a log prefix) before it is shown."""
     command = " ".join(argv)
     try:
-        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                encoding="utf-8", errors="replace", start_new_session=True)
     except FileNotFoundError:
         raise SourceError(f"{argv[0]}: not found; {missing}") from None
+    except OSError as exc:
+        raise SourceError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
+    try:
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        _kill_group(proc)
         raise SourceError(f"{command}: no answer within {timeout:g} s" + (f" ({stalled})" if stalled else "")) from None
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no error output"]
-        raise SourceError(f"{command}: exit {done.returncode}: {clean(lines[-1])}" + (f" ({failed})" if failed else ""))
-    return done.stdout
+    if proc.returncode != 0:
+        lines = err.strip().splitlines() or out.strip().splitlines() or ["no error output"]
+        raise SourceError(f"{command}: exit {proc.returncode}: {clean(lines[-1])}" + (f" ({failed})" if failed else ""))
+    return out
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the tool and everything it started, then reap it (its pipes close with the last of them)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()

@@ -20,8 +20,10 @@ from providers import inventory, labels
 from providers.base import Options, Source
 from providers.registry import get_source
 from tests.conftest import ROOT
+from topolabel.cli import parser
 from topolabel.operator.kueue import Usage, covers, needs_usage, plan_changes
 from topolabel.operator.labelling import PENDING_SECONDS, Labeller
+from topolabel.operator.leader import LEASE_NAME
 from topolabel.operator.settings import RunOptions, resolve
 from topolabel.operator.status import MAX_PROBLEMS, Conditions, status_body
 from topolabel.operator.topology import Topology, carry_over
@@ -303,10 +305,27 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
                       ("kueue.x-k8s.io", "workloads", "list")}
 
 
-def test_the_deployment_is_one_hardened_replica_with_probes() -> None:
+def test_leader_election_may_touch_its_own_lease_and_nothing_else() -> None:
+    role = next(d for d in documents() if d["kind"] == "Role")
+    deploy = next(d for d in documents() if d["kind"] == "Deployment")
+    assert role["metadata"]["namespace"] == deploy["metadata"]["namespace"]
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
+         "verbs": ["get", "patch"]}]
+    binding = next(d for d in documents() if d["kind"] == "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                    "namespace": deploy["metadata"]["namespace"]}]
+
+
+def test_the_deployment_is_two_hardened_replicas_with_leader_election_and_probes() -> None:
     deploy = next(d for d in documents() if d["kind"] == "Deployment")
     spec = deploy["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 1, "maxSurge": 0}
+    args = parser().parse_args(spec["template"]["spec"]["containers"][0]["args"])
+    assert args.leader_elect and args.request_timeout == 20
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     (container,) = pod["containers"]

@@ -176,7 +176,7 @@ def test_a_failing_or_partial_source_loses_no_label(tmp_path: Path) -> None:
             assert ("Warning", "SourceFailed") in events(cluster, mark)
             status = cluster.get(f"{LABELER}/default")["status"]
             source = next(c for c in status["conditions"] if c["type"] == "SourceAvailable")
-            assert source["status"] == "False" and "cannot read inventory" in source["message"]
+            assert source["status"] == "False" and "inventory.yaml: cannot read: No such file" in source["message"]
             assert node_patches(cluster, mark) == []
             assert cluster.node_labels() == labelled
 

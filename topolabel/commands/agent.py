@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Callable
 
 from labeler.errors import TopologyError
-from labeler.kube import call_with_retries, connect, patch_node
+from labeler.kube import call_with_retries, patch_node
 from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION, read_clique
 from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 
 from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
+from .common import add_timeouts, kube_of
 
 EXAMPLES = """examples:
   NODE_NAME=gpu-001 topolabel agent --once                   # one round, then exit
@@ -28,6 +30,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     parser.add_argument("--node-name", help="this node's name (default: $NODE_NAME, from the downward API)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: the in-cluster account)")
     parser.add_argument("--context", help="kubeconfig context")
+    add_timeouts(parser)
     parser.add_argument("--lldpcli", default="lldpcli", metavar="PATH", help="lldpcli to run (default: lldpcli)")
     parser.add_argument("--lldp-socket", metavar="PATH", help="lldpd's control socket (default: lldpcli's own)")
     parser.add_argument("--no-lldp", dest="lldp", action="store_false", help="do not publish LLDP neighbours")
@@ -39,6 +42,8 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     parser.add_argument("--resync", type=float, default=3600.0, metavar="SECONDS",
                         help="patch even unchanged facts this often, to restore a removed annotation (default: 3600)")
     parser.add_argument("--once", action="store_true", help="one round, then exit; errors exit non-zero")
+    parser.add_argument("--alive-file", metavar="PATH", type=Path,
+                        help="touch this file after every round (for a liveness probe: the loop still turns)")
     parser.add_argument("--print", dest="print_only", action="store_true",
                         help="print the facts JSON to stdout instead of patching the Node")
     parser.set_defaults(run=run)
@@ -67,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         node = args.node_name or os.environ.get("NODE_NAME")
         if not node:
             raise TopologyError("no node name: set NODE_NAME (downward API spec.nodeName) or give --node-name")
-        api = connect(args.kubeconfig, args.context)
+        api = kube_of(args)
         agent = Agent(collect, lambda value: call_with_retries(lambda: patch_node(api, node, annotation_patch(value))),
                       resync=args.resync)
-    return run_agent(agent, args.interval, args.once, log=sys.stderr)
+    return run_agent(agent, args.interval, args.once, log=sys.stderr, alive=args.alive_file)

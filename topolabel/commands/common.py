@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from kubernetes import client
+
 from labeler.config import Config, load_config
-from labeler.kube import connect, list_nodes
+from labeler.kube import Timeouts, connect, list_nodes
 from labeler.model import Snapshot
 from labeler.nodes import Node, load_nodes_file
 from providers.registry import SOURCES, get_source
@@ -27,7 +29,34 @@ def cluster_parent() -> argparse.ArgumentParser:
     group.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output; no cluster needed")
     group.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     group.add_argument("--context", help="kubeconfig context")
+    add_timeouts(group)
     return parser
+
+
+def add_timeouts(group: argparse._ActionsContainer) -> None:
+    """--connect-timeout and --request-timeout: every call to the API server ends within them."""
+    group.add_argument("--connect-timeout", type=seconds, default=Timeouts.connect, metavar="SECONDS",
+                       help=f"seconds to wait for a connection to the API server (default: {Timeouts.connect:g})")
+    group.add_argument("--request-timeout", type=seconds, default=Timeouts.read, metavar="SECONDS",
+                       help="seconds to wait for each answer of the API server, its whole body included "
+                            f"(default: {Timeouts.read:g})")
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (an argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def kube_of(args: argparse.Namespace, pool: int = 64) -> client.ApiClient:
+    """The API client for --kubeconfig/--context, with the command's timeouts."""
+    timeouts = Timeouts(getattr(args, "connect_timeout", Timeouts.connect), getattr(args, "request_timeout", Timeouts.read))
+    return connect(args.kubeconfig, args.context, pool, timeouts)
 
 
 def source_parent() -> argparse.ArgumentParser:
@@ -55,7 +84,7 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True) -> list[Node]
         return load_nodes_file(args.nodes)
     if not required and not (args.kubeconfig or args.context):
         return []
-    return list_nodes(connect(args.kubeconfig, args.context))
+    return list_nodes(kube_of(args))
 
 
 def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None = None) -> Snapshot:

@@ -17,6 +17,7 @@ from labeler.config import load_config
 from labeler.files import read_text, write_atomic
 
 from ..output import FORMATS, console, emit
+from .common import add_timeouts
 from .tas_common import TASContext, tas_context, tas_parent
 
 EXAMPLES = """examples:
@@ -32,6 +33,7 @@ def _source_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="topolabel.yaml (level names, key prefix)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="read the Kueue set-up from this cluster")
     parser.add_argument("--context", help="kubeconfig context")
+    add_timeouts(parser)
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:

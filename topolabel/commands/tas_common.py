@@ -20,11 +20,11 @@ from labeler.config import Config
 from labeler.documents import load_all, read_document
 from labeler.errors import TopologyError
 from labeler.files import read_text
-from labeler.kube import connect
 from labeler.model import Level, Snapshot
 from labeler.nodes import Node
 
 from ..pipeline import read_snapshot
+from .common import kube_of
 
 
 def tas_parent() -> argparse.ArgumentParser:
@@ -80,7 +80,7 @@ def tas_context(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None 
     elif snapshot is not None:
         objects = generate(snapshot, nodes or [], cfg).objects
     elif _uses_cluster(args):
-        objects = list_kueue_objects(connect(args.kubeconfig, args.context))
+        objects = list_kueue_objects(kube_of(args))
     origin = args.kueue_dir or args.snapshot or "cluster"
     setup = TASSetup.from_objects(objects, origin) if objects is not None else None
     known = list(snapshot.levels) if snapshot else []
@@ -111,4 +111,4 @@ def running_pods(args: argparse.Namespace) -> list[PodUsage]:
         return parse_pods(read_document(args.pods), args.pods)
     if args.nodes:
         return []
-    return parse_pods(list_pods(connect(args.kubeconfig, args.context)), "cluster")
+    return parse_pods(list_pods(kube_of(args)), "cluster")

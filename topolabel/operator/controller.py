@@ -295,7 +295,7 @@ class Controller:
         if not plan.changes:
             return
         result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
-                                         cfg.apply.retries)
+                                         cfg.apply.retries, True)
         self.labeller.record(plan, result)
         if result.written:
             await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",

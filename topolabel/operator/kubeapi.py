@@ -7,12 +7,14 @@ Events and Nodes, so one path-based call keeps that uniform. Nodes go through `l
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+import time
+from typing import Any, Callable, Iterable
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import MERGE_PATCH, call_with_retries, list_pages, patch_node
+from labeler.errors import KubeUnreachable
+from labeler.kube import MERGE_PATCH, call_with_retries, list_pages, patch_node, read_body
 from labeler.nodes import Node, parse_nodes
 
 from .metrics import Metrics
@@ -22,13 +24,23 @@ FIELD_MANAGER = "topolabel"
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient, metrics: Metrics, retries: int = 5) -> None:
+    """The operator's API calls: counted, retried patiently (timeouts and refusals too), and watched for
+    health: `failing_since` is when calls began to fail with no success since (None while they succeed)."""
+
+    def __init__(self, api: client.ApiClient, metrics: Metrics, retries: int = 5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.api = api
         self.metrics = metrics
         self.retries = retries
+        self.clock = clock
+        self.failing_since: float | None = None
 
     def _count(self, verb: str, resource: str, code: int | str) -> None:
         self.metrics.api_calls.labels(verb=verb, resource=resource, code=str(code)).inc()
+        if code == 200:
+            self.failing_since = None
+        elif (code == "error" or int(code) >= 500) and self.failing_since is None:
+            self.failing_since = self.clock()
 
     def counted(self, verb: str, resource: str, fn: Any) -> Any:
         """Run one call (retried), counting every attempt with its outcome."""
@@ -39,10 +51,13 @@ class Kube:
             except ApiException as exc:
                 self._count(verb, resource, exc.status or "error")
                 raise
+            except KubeUnreachable:
+                self._count(verb, resource, "error")
+                raise
             self._count(verb, resource, 200)
             return out
 
-        return call_with_retries(attempt, self.retries)
+        return call_with_retries(attempt, self.retries, patient=True)
 
     def request(self, method: str, path: str, *, body: Any = None, query: Iterable[tuple[str, str]] = (),
                 content_type: str = "application/json") -> Any:
@@ -54,11 +69,14 @@ class Kube:
                                            header_params={"Content-Type": content_type, "Accept": "application/json"},
                                            body=body, auth_settings=["BearerToken"])
             resp = self.api.call_api(*req)
-            resp.read()
-            text = resp.data.decode() if resp.data else ""
+            text = read_body(self.api, resp.response).decode(errors="replace")
             if not 200 <= resp.status <= 299:
                 raise ApiException.from_response(http_resp=resp, body=text, data=None)
-            return json.loads(text) if text else None
+            try:
+                return json.loads(text) if text else None
+            except ValueError:
+                raise KubeUnreachable(f"{self.api.configuration.host}: answered {path} with something that is "
+                                      "not JSON") from None
 
         return self.counted(method.lower(), resource, call)
 
@@ -110,6 +128,9 @@ class Kube:
             patch_node(self.api, name, body)
         except ApiException as exc:
             self._count("patch", "nodes", exc.status or "error")
+            raise
+        except KubeUnreachable:
+            self._count("patch", "nodes", "error")
             raise
         self._count("patch", "nodes", 200)
         self.metrics.node_writes.inc()
