@@ -189,11 +189,12 @@ def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
     return parse_nodes(items, "cluster")
 
 
-def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False) -> None:
+def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False,
+               field_manager: str | None = None) -> None:
     """One JSON merge patch on one Node (labels and annotations only, never the whole object).
 
     The response body is read (not parsed) so its connection goes back to the pool for the next patch."""
-    resp = client.CoreV1Api(api).patch_node(name, body, dry_run="All" if dry_run else None,
+    resp = client.CoreV1Api(api).patch_node(name, body, dry_run="All" if dry_run else None, field_manager=field_manager,
                                             _content_type=MERGE_PATCH, _preload_content=False)
     read_body(api, resp)
 

@@ -9,6 +9,7 @@ from typing import Sequence
 from pydantic import model_validator
 
 from labeler.errors import SourceError
+from labeler.labelvalues import is_valid_value
 from labeler.model import Discovery
 from labeler.nodes import Node
 from labeler.placement import pad_depths
@@ -90,9 +91,12 @@ def discover(ctx: SourceContext) -> Discovery:
 
 
 def _value(node: Node, key: str) -> str:
-    """The label's value, else the agent's annotation standing in for it."""
-    value = node.labels.get(key) or node.annotations.get(ANNOTATION_FALLBACK.get(key, ""), "")
-    return value.strip()
+    """The label's value, else the agent's annotation standing in for it. The node writes that annotation
+    itself, so only a valid label value counts (at most 63 characters): anything else is ignored."""
+    if node.labels.get(key):
+        return node.labels[key].strip()
+    value = node.annotations.get(ANNOTATION_FALLBACK.get(key, ""), "").strip()
+    return value if is_valid_value(value) else ""
 
 
 def _candidates(opts: LabelsOptions, nodes: Sequence[Node]) -> list[tuple[str, str]]:

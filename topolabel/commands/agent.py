@@ -16,6 +16,7 @@ from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
 from .common import add_timeouts, kube_of
 
+FIELD_MANAGER = "topolabel-agent"  # the admission policy lets this manager's managedFields entry hold its keys only
 EXAMPLES = """examples:
   NODE_NAME=gpu-001 topolabel agent --once                   # one round, then exit
   topolabel agent --lldp-socket /run/topolabel/lldpd.socket  # the DaemonSet's loop (manifests/agent)
@@ -73,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         if not node:
             raise TopologyError("no node name: set NODE_NAME (downward API spec.nodeName) or give --node-name")
         api = kube_of(args)
-        agent = Agent(collect, lambda value: call_with_retries(lambda: patch_node(api, node, annotation_patch(value))),
-                      resync=args.resync)
+
+        def publish(value: dict[str, str | None]) -> None:
+            call_with_retries(lambda: patch_node(api, node, annotation_patch(value), field_manager=FIELD_MANAGER))
+
+        agent = Agent(collect, publish, resync=args.resync)
     return run_agent(agent, args.interval, args.once, log=sys.stderr, alive=args.alive_file)
