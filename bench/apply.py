@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bench.measure import proc_cpu
 from bench.table import print_table
 from hack import testcluster
 from hack.synth import gke_cluster
@@ -58,12 +59,8 @@ def counting_connections() -> Iterator[NewConnections]:
 
 
 def cpu_seconds(pids: Iterable[int]) -> float:
-    """User + system CPU of the server processes so far (fields 14 and 15 of /proc/PID/stat)."""
-    ticks = 0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+    """User + system CPU of the server processes so far."""
+    return sum(proc_cpu(pid) for pid in pids)
 
 
 def gke_plan(api: object) -> Plan:

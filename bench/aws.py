@@ -1,10 +1,11 @@
 """Benchmark: the aws source on 10,000 instances over 3 regions against moto (DescribeInstanceTopology added).
 
 moto runs in this process (tests/moto_topology.py); `topolabel discover --source aws` runs in a child
-process so client and server do not share one interpreter lock. One row per server page size: 100 (one
-page per batch of 100 ids) and 20 (the API's documented default page size, the worst case for paging).
-"discover s" is the wall time of the discovery, mostly moto's work serving it; "client CPU s" is the
-child's CPU time including Python start-up and imports.
+process so client and server do not share one interpreter lock, measured by bench.measure (GNU time). One row
+per server page size: 100 (one page per batch of 100 ids) and 20 (the API's documented default page size, the
+worst case for paging).
+"discover s" is the child's wall time, mostly moto's work serving it; "client CPU s" and "peak RSS MB"
+are the child's, Python start-up and imports included.
 Run: python -m bench.aws [--instances N] [--regions R]
 """
 
@@ -15,13 +16,11 @@ import json
 import logging
 import math
 import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.measure import load, measure, topolabel
 from bench.table import print_table
 from tests.moto_topology import TopologyServer
 
@@ -47,23 +46,7 @@ def cluster(server: TopologyServer, instances: int, regions: tuple[str, ...]) ->
     return items
 
 
-def child(out: str, argv: list[str]) -> None:
-    """One discovery in this (child) process: print its seconds and peak RSS as JSON."""
-    from bench.foundation import phase
-
-    print(json.dumps(phase(argv, Path(out))))
-
-
-def _children_cpu() -> float:
-    """CPU seconds of finished children: the child's own cost, apart from moto's in this process."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def main() -> None:
-    if sys.argv[1:2] == ["--child"]:
-        child(sys.argv[2], sys.argv[3:])
-        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--instances", type=int, default=10_000)
     parser.add_argument("--regions", type=int, default=3, choices=range(1, len(REGIONS) + 1))
@@ -89,19 +72,14 @@ def main() -> None:
             server.fabric.calls.clear()
             argv = ["discover", "--source", "aws", "--nodes", str(nodes_file), "--endpoint-url", server.url,
                     "-o", "json"]
-            before = _children_cpu()
-            done = subprocess.run([sys.executable, "-m", "bench.aws", "--child", str(snap_file), *argv],
-                                  capture_output=True, text=True, env=env, check=True)
-            seconds, rss = json.loads(done.stdout.strip().splitlines()[-1])
-            cpu = _children_cpu() - before
+            run = measure(topolabel(*argv), env=env, stdout=snap_file)
             placed = len(json.loads(snap_file.read_text())["nodes"])
             rows.append({"instances": len(items), "regions": len(regions), "page size": page,
                          "placed": placed, "calls": sum(server.calls.values()),
                          "calls per region": " / ".join(str(server.calls[r]) for r in regions),
-                         "ceil(n/100) bound": bound, "discover s": f"{seconds:.2f}",
-                         "client CPU s": f"{cpu:.2f}",
-                         "peak RSS MB": f"{rss:.0f}"})
-    print_table(f"aws source against moto (setup: {setup:.0f} s to launch and place)", rows)
+                         "ceil(n/100) bound": bound, "discover s": f"{run.wall:.2f}",
+                         "client CPU s": f"{run.cpu:.2f}", "peak RSS MB": f"{run.rss_mb:.0f}"})
+    print_table(f"aws source against moto (setup: {setup:.0f} s to launch and place; {load()})", rows)
 
 
 if __name__ == "__main__":

@@ -1,21 +1,19 @@
 """Benchmark: `topolabel export` (Slurm tree, block and yaml; Volcano) for a large InfiniBand-like snapshot.
 
 The snapshot is a fat tree: 32 nodes per leaf, 16 leaves per spine group, one fabric, one node in 50 missing
-(gaps in the hostlists). Each export runs in a fresh process (bench.foundation's child mode), so its time
-and peak RSS are its own; both include reading the snapshot and Python's start-up. "CPU s" is the child's CPU
-time, steadier than wall time on a shared machine. Run: python -m bench.export [--nodes N]
+(gaps in the hostlists). Each export is one whole `topolabel` process measured by bench.measure (GNU time), so
+its time and peak RSS are its own; both include reading the snapshot and Python's start-up. "CPU s" is the
+child's CPU time, steadier than wall time on a shared machine. Run: python -m bench.export [--nodes N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from bench.measure import load, measure, topolabel
 from bench.table import print_table
 from labeler.model import Level, Snapshot
 
@@ -37,11 +35,6 @@ def fat_tree(nodes: int) -> Snapshot:
     return Snapshot(levels, placed)
 
 
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=100_000)
@@ -53,14 +46,11 @@ def main() -> None:
         snap.write_text(json.dumps(snapshot.to_dict()))
         for name, template in PHASES.items():
             cmd = [a.format(snap=snap) for a in template]
-            before = _children_cpu()
-            result = subprocess.run([sys.executable, "-m", "bench.foundation", "--child", str(out), *cmd],
-                                    capture_output=True, text=True, check=True)
-            seconds, rss = json.loads(result.stdout.strip().splitlines()[-1])
-            rows.append({"export": name, "nodes": len(snapshot.nodes), "seconds": f"{seconds:.2f}",
-                         "CPU s": f"{_children_cpu() - before:.2f}",
-                         "peak RSS MB": f"{rss:.0f}", "output KB": f"{out.stat().st_size / 1024:.0f}"})
-    print_table(f"topolabel export, {len(snapshot.nodes):,} nodes", rows)
+            run = measure(topolabel(*cmd), stdout=out)
+            rows.append({"export": name, "nodes": len(snapshot.nodes), "seconds": f"{run.wall:.2f}",
+                         "CPU s": f"{run.cpu:.2f}", "peak RSS MB": f"{run.rss_mb:.0f}",
+                         "output KB": f"{out.stat().st_size / 1024:.0f}"})
+    print_table(f"topolabel export, {len(snapshot.nodes):,} nodes ({load()})", rows)
 
 
 if __name__ == "__main__":

@@ -2,23 +2,25 @@
 
 Two fabrics from hack/ibfabric.py, both 8 pods under 8 cores: rail-optimised (1,024 hosts x 8 HCAs, 32 hosts
 per scalable unit of 8 rail leaves) and classic (8,192 single-HCA hosts, 32 per leaf). For each: ibsim's
-start-up, `ibnetdiscover` wall time against it, then parse + inference (text -> graph -> snapshot) in a fresh
-process, timed without imports (median of 3, wall and CPU) and with that process's peak RSS. Needs ibsim-utils and
-infiniband-diags. Run: python -m bench.infiniband
+start-up; then, interleaved `--runs` times, the capture (the real `ibnetdiscover` against ibsim: its wall time,
+and its CPU plus ibsim's while serving) and the whole `topolabel discover --source infiniband` process on that
+capture (start-up and imports included), both measured by bench.measure (GNU time), medians; "whole / capture"
+divides medians from the same run. "parse+inference" is text -> graph -> snapshot timed inside one process
+without its imports (median of --runs). Needs ibsim-utils and infiniband-diags.
+Run: python -m bench.infiniband [--runs N]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.measure import Run, load, measure, proc_cpu, topolabel
 from bench.table import print_table
 from hack.ibfabric import Spec, build
 
@@ -29,7 +31,7 @@ FABRICS = {
 
 
 def child(path: str, runs: int) -> None:
-    """Parse + inference of one saved output, `runs` times; prints timings, placements and peak RSS as JSON."""
+    """Parse + inference of one saved output, `runs` times; prints timings and placements as JSON."""
     from labeler.config import Config
     from providers.registry import get_source
     from topolabel.pipeline import discover
@@ -41,25 +43,33 @@ def child(path: str, runs: int) -> None:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     assert snap is not None
-    print(json.dumps({"times": times, "cpu": cpu, "nodes": snap.nodes, "levels": [lv.name for lv in snap.levels],
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    print(json.dumps({"times": times, "cpu": cpu, "nodes": snap.nodes, "levels": [lv.name for lv in snap.levels]}))
 
 
-def measure(name: str, spec: Spec, tmp: Path, runs: int) -> dict[str, object]:
+def median(runs: list[Run], field: str) -> float:
+    return statistics.median(getattr(r, field) for r in runs)
+
+
+def fabric_row(name: str, spec: Spec, tmp: Path, runs: int) -> dict[str, object]:
     from tests.ibsim import simulate
 
     fabric = build(spec)
+    out = tmp / "fabric.ibnetdiscover"
+    captures, wholes = [], []
     start = time.perf_counter()
     with simulate(fabric, tmp) as sim:
         ready = time.perf_counter() - start
-        start = time.perf_counter()
-        text = sim.discover(timeout=600)
-        discovered = time.perf_counter() - start
-    out = tmp / "fabric.ibnetdiscover"
-    out.write_text(text)
-    result = subprocess.run([sys.executable, "-m", "bench.infiniband", "--child", str(out), "--runs", str(runs)],
-                            capture_output=True, text=True, check=True)
-    found = json.loads(result.stdout)
+        for _ in range(runs):
+            before = proc_cpu(sim.proc.pid)
+            capture = measure(["ibnetdiscover"], env=sim.env())
+            capture.cpu += proc_cpu(sim.proc.pid) - before
+            out.write_text(capture.stdout)
+            capture.stdout = ""
+            captures.append(capture)
+            wholes.append(measure(topolabel("discover", "--source", "infiniband", "--ibnetdiscover", str(out),
+                                            "-o", "json")))
+    inner = measure([sys.executable, "-m", "bench.infiniband", "--child", str(out), "--runs", str(runs)])
+    found = json.loads(inner.stdout)
     truth = fabric.truth
     groups = {}
     for host, values in found["nodes"].items():
@@ -68,24 +78,29 @@ def measure(name: str, spec: Spec, tmp: Path, runs: int) -> dict[str, object]:
         and len(groups) == len(set(truth.leafgroup.values())) and len(found["nodes"]) == len(truth.guids)
     hcas = sum(len(v) for v in truth.guids.values())
     return {"fabric": name, "HCAs": hcas, "switches": sum(n.kind == "Switch" for n in fabric.nodes.values()),
-            "output MB": round(len(text) / 2**20, 1), "ibsim ready s": round(ready, 2),
-            "ibnetdiscover s": round(discovered, 2), "parse+inference s": round(statistics.median(found["times"]), 2),
+            "output MB": round(out.stat().st_size / 2**20, 1), "ibsim ready s": round(ready, 2),
+            "capture s": f"{median(captures, 'wall'):.2f}", "capture CPU s": f"{median(captures, 'cpu'):.2f}",
+            "whole discover s": f"{median(wholes, 'wall'):.2f}", "whole discover CPU s": f"{median(wholes, 'cpu'):.2f}",
+            "whole / capture": f"{median(wholes, 'wall') / median(captures, 'wall'):.2f}x",
+            "whole / capture CPU": f"{median(wholes, 'cpu') / median(captures, 'cpu'):.2f}x",
+            "parse+inference s": round(statistics.median(found["times"]), 2),
             "parse+inference CPU s": round(statistics.median(found["cpu"]), 2),
-            "peak RSS MB": round(found["peak_rss_mb"]), "levels": " > ".join(found["levels"]),
+            "peak RSS MB": f"{median(wholes, 'rss_mb'):.0f}", "levels": " > ".join(found["levels"]),
             "placed = truth": "yes" if exact else "NO"}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--child", metavar="FILE", help=argparse.SUPPRESS)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.runs)
         return
+    start_load = load()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [measure(name, spec, Path(tmp), args.runs) for name, spec in FABRICS.items()]
-    print_table("InfiniBand source: parse + inference vs ibnetdiscover", rows)
+        rows = [fabric_row(name, spec, Path(tmp), args.runs) for name, spec in FABRICS.items()]
+    print_table(f"InfiniBand source vs the capture ({start_load} at the start, {load()} at the end)", rows)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Racks of 16 hosts under MLAG leaf pairs, 8 data ports per host (4 to each leaf) plus a management port,
 32 racks per block under 4 spines. Phases, each in a fresh process so its peak RSS is its own:
 annotations in a nodes file with a switch map, and NODE.json files with the switches' own LLDP facts.
-"discover s" is the command's wall time in its process; "process CPU s" is that process's CPU time,
+Each phase is one whole `topolabel` process measured by bench.measure (GNU time): wall, CPU and peak RSS,
 Python start-up and imports included. Run: python -m bench.lldp [--hosts N]
 """
 
@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from bench.measure import load, measure, topolabel
 from bench.table import print_table
 from providers.lldp.facts import ANNOTATION, Neighbor, to_json
 
@@ -80,23 +78,13 @@ def main() -> None:
         for name, template in PHASES.items():
             snap = Path(tmp) / "snap.json"
             cmd = ["discover", "--source", "lldp", "-o", "json", *(a.format(**paths) for a in template)]
-            before = _children_cpu()
-            result = subprocess.run([sys.executable, "-m", "bench.foundation", "--child", str(snap), *cmd],
-                                    capture_output=True, text=True, check=True)
-            seconds, rss = json.loads(result.stdout.strip().splitlines()[-1])
-            cpu = _children_cpu() - before
+            run = measure(topolabel(*cmd), stdout=snap)
             placed = json.loads(snap.read_text())["nodes"]
             if {h: v["rack"] for h, v in placed.items()} != truth:
                 raise SystemExit(f"{name}: placement differs from the synthetic wiring")
-            rows.append({"phase": name, "hosts": f"{args.hosts:,}", "discover s": f"{seconds:.2f}",
-                         "process CPU s": f"{cpu:.2f}", "peak RSS MB": f"{rss:.0f}"})
-    print_table(f"LLDP source, {args.hosts:,} hosts x {PORTS + 1} neighbours", rows)
-
-
-def _children_cpu() -> float:
-    """CPU seconds of finished child processes: steadier than wall time on a shared machine."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+            rows.append({"phase": name, "hosts": f"{args.hosts:,}", "discover s": f"{run.wall:.2f}",
+                         "process CPU s": f"{run.cpu:.2f}", "peak RSS MB": f"{run.rss_mb:.0f}"})
+    print_table(f"LLDP source, {args.hosts:,} hosts x {PORTS + 1} neighbours ({load()})", rows)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ CRDs. The operator runs as a child process with `--source labels --preset gke`, 
 node is labelled (its first full pass, Kueue objects included, follows within the same pass). Writes are
 counted from the server's audit log; "second resync writes" are the operator's writes during its next full
 pass. `topolabel apply --concurrency 1` runs as a child process too (list, discover, plan, then one patch at
-a time). Peak RSS is each child's maximum resident set (from wait4).
+a time). Peak RSS is each child's maximum resident set, by bench.measure (GNU time).
 
 Run: python -m bench.operator [--nodes N] [--resync S]   (needs hack/build-kube-apiserver first)
 """
@@ -19,13 +19,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 from typing import Callable
 
+from bench.measure import Timed, load, topolabel
 from bench.table import print_table
 from hack import testcluster
 from hack.synth import gke_cluster
@@ -45,16 +45,10 @@ def fresh_cluster(root: Path, items: list[dict]) -> KubeCluster:
     return cluster
 
 
-def child(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "topolabel.cli", *args], cwd=ROOT, stdout=open(log, "wb"),
-                            stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
-def peak_rss_mib(proc: subprocess.Popen[bytes]) -> float:
-    """Wait for the child and return its maximum resident set size."""
-    _, _, usage = os.wait4(proc.pid, 0)
-    proc.returncode = 0
-    return usage.ru_maxrss / 1024
+def child(args: list[str], log: Path) -> Timed:
+    with open(log, "wb") as out:
+        return Timed(topolabel(*args), stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                     env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def sample(port: int, name: str) -> float:
@@ -97,15 +91,15 @@ def operator_row(items: list[dict], resync: float) -> dict[str, object]:
             second = cluster.audit_mark()
             poll(lambda: metric('topolabel_syncs_total{scope="full"}') >= 2, resync + 600, "the second full pass")
             again = [e for e in cluster.requests(since=second, user=testcluster.OPERATOR) if e.verb in WRITES]
-            proc.send_signal(signal.SIGTERM)
-            rss = peak_rss_mib(proc)
+            proc.signal(signal.SIGTERM)
+            run = proc.wait(60)
             first_pass = float(FIRST_PASS.search(log.read_bytes()).group(1))
         finally:
             testcluster.down(root)
     return {"run": "topolabel run (operator, 16 in flight)", "nodes": len(items),
             "time to all labelled s": f"{labelled:.1f}", "of which first full pass s": f"{first_pass:.1f}",
             "node writes": len(writes), "nodes changed": len(items), "second resync writes": len(again),
-            "peak RSS MiB": f"{rss:.0f}"}
+            "CPU s": f"{run.cpu:.1f}", "peak RSS MiB": f"{run.rss_mb:.0f}"}
 
 
 def sequential_row(items: list[dict]) -> dict[str, object]:
@@ -115,16 +109,15 @@ def sequential_row(items: list[dict]) -> dict[str, object]:
         try:
             mark = cluster.audit_mark()
             start = time.perf_counter()
-            proc = child(["apply", "--source", "labels", "--preset", "gke", "--kubeconfig", str(cluster.kubeconfig),
-                          "--concurrency", "1", "-o", "json"], root / "apply.log")
-            rss = peak_rss_mib(proc)
+            run = child(["apply", "--source", "labels", "--preset", "gke", "--kubeconfig", str(cluster.kubeconfig),
+                         "--concurrency", "1", "-o", "json"], root / "apply.log").wait()
             seconds = time.perf_counter() - start
             writes = cluster.requests(since=mark, verb="patch", resource="nodes")
         finally:
             testcluster.down(root)
     return {"run": "topolabel apply --concurrency 1", "nodes": len(items), "time to all labelled s": f"{seconds:.1f}",
             "of which first full pass s": "-", "node writes": len(writes), "nodes changed": len(items),
-            "second resync writes": "-", "peak RSS MiB": f"{rss:.0f}"}
+            "second resync writes": "-", "CPU s": f"{run.cpu:.1f}", "peak RSS MiB": f"{run.rss_mb:.0f}"}
 
 
 def main() -> None:
@@ -136,8 +129,10 @@ def main() -> None:
         raise SystemExit("bench.operator: no kube-apiserver/etcd; run hack/build-kube-apiserver first")
     hosts = 125
     items, _ = gke_cluster(blocks=max(1, args.nodes // (8 * hosts)), subblocks=8, hosts=hosts)
+    start_load = load()
     rows = [operator_row(items, args.resync), sequential_row(items)]
-    print_table(f"Operator on kube-apiserver 1.20, {len(items):,} nodes", rows)
+    print_table(f"Operator on kube-apiserver, {len(items):,} nodes ({start_load} at the start, {load()} at the end)",
+                rows)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from labeler.config import Config
 from labeler.model import Problem, Snapshot
+from labeler.nodes import Node
 
 
 @dataclass
@@ -28,14 +29,15 @@ class Export:
 class Exporter:
     """One output format. `objects`: it produces Kubernetes objects, which may also go to a directory.
 
-    `add_arguments` adds its flags; `export` gets the snapshot, the config and the parsed flags by dest name.
+    `add_arguments` adds its flags; `export` gets the snapshot, the config, the parsed flags by dest name, and
+    the cluster's nodes when the command was given them (`--nodes`, `--kubeconfig`), else none.
     """
 
     name: str
     help: str
     objects: bool
     add_arguments: Callable[[argparse.ArgumentParser], None]
-    export: Callable[[Snapshot, Config, Mapping[str, Any]], Export]
+    export: Callable[[Snapshot, Config, Mapping[str, Any], Sequence[Node]], Export]
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:

@@ -8,11 +8,12 @@ instead of an edit the API server refuses.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from labeler.config import Config, KueueConfig
 from labeler.model import Snapshot
 from labeler.names import MANAGED_BY, hashed_name, topology_keys
+from labeler.nodes import Node
 
 from .base import Export, Exporter, no_arguments
 
@@ -27,7 +28,7 @@ def kai_topology(snapshot: Snapshot, cfg: KueueConfig = KueueConfig()) -> dict[s
             "spec": {"levels": [{"nodeLabel": k} for k in keys]}}
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any]) -> Export:
+def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
     return Export(objects=[kai_topology(snapshot, cfg.kueue)])
 
 

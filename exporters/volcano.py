@@ -10,13 +10,14 @@ their identity, so a name never depends on which other domains exist.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from labeler.config import Config
 from labeler.errors import TopologyError
 from labeler.labelvalues import short_hash
 from labeler.model import Snapshot
 from labeler.names import MANAGED_BY, dns_name
+from labeler.nodes import Node
 
 from .base import Export, Exporter, no_arguments
 from .domains import Domain, domain_forest
@@ -66,7 +67,7 @@ def _member(kind: str, name: str) -> dict[str, Any]:
     return {"type": kind, "selector": {"exactMatch": {"name": name}}}
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any]) -> Export:
+def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
     return Export(objects=hypernodes(snapshot))
 
 

@@ -1,4 +1,4 @@
-"""Build Kueue v1beta2 Topology, ResourceFlavor, ClusterQueue and LocalQueue objects.
+"""Build Kueue v1beta2 objects: the Topology and ResourceFlavors here, queues in `kueue_config.queues`.
 
 Names of objects with immutable fields (Topology levels; a ResourceFlavor's nodeLabels, tolerations and
 topologyName) end in a hash of those fields. A change therefore yields a new object and moves the
@@ -13,14 +13,12 @@ from decimal import Decimal
 from typing import Any, Sequence
 
 from labeler.config import Config, KueueConfig, PoolConfig
-from labeler.errors import TopologyError
 from labeler.model import Level, Problem, Snapshot
-from labeler.names import KUEUE_API_VERSION as API_VERSION, MANAGED_BY, hashed_name, topology_keys
+from labeler.names import KUEUE_API_VERSION as API_VERSION, hashed_name, topology_keys
 from labeler.nodes import Node
 
-from .quantities import format_quantity, parse
-
-MAX_FLAVORS = 16  # per resource group, from the ClusterQueue schema
+from .quantities import parse
+from .queues import PoolFlavor, meta, queue_objects
 
 
 @dataclass
@@ -36,14 +34,6 @@ class Pool:
 class KueueObjects:
     objects: list[dict[str, Any]]
     problems: list[Problem]
-
-
-def _meta(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = dict(MANAGED_BY)
-    return meta
 
 
 def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> tuple[list[Pool], list[Problem]]:
@@ -65,7 +55,7 @@ def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> t
 def topology(levels: Sequence[Level], cfg: KueueConfig) -> dict[str, Any]:
     keys = topology_keys([lv.label for lv in levels], cfg.hostname_level)
     name = hashed_name(cfg.topology_name, keys)
-    return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": _meta(name),
+    return {"apiVersion": API_VERSION, "kind": "Topology", "metadata": meta(name),
             "spec": {"levels": [{"nodeLabel": k} for k in keys]}}
 
 
@@ -89,7 +79,7 @@ def flavor(pool: Pool, topology_name: str, taint_keys: Sequence[str]) -> dict[st
         spec["tolerations"] = tols
     spec["topologyName"] = topology_name
     name = hashed_name(pool.value, spec)
-    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": _meta(name), "spec": spec}
+    return {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": meta(name), "spec": spec}
 
 
 def pool_quota(pool: Pool, resources: Sequence[str]) -> dict[str, Decimal]:
@@ -101,36 +91,13 @@ def pool_quota(pool: Pool, resources: Sequence[str]) -> dict[str, Decimal]:
     return dict(totals)
 
 
-def cluster_queue(flavors: Sequence[tuple[str, dict[str, Decimal]]], resources: Sequence[str],
-                  cfg: KueueConfig) -> dict[str, Any]:
-    covered = [r for r in resources if any(r in quota for _, quota in flavors)]
-    if len(flavors) > MAX_FLAVORS:
-        raise TopologyError(f"{len(flavors)} node pools, but a ClusterQueue resource group holds at most "
-                            f"{MAX_FLAVORS} flavors; choose a coarser pool label (pools.label)")
-    spec: dict[str, Any] = {}
-    if cfg.cohort:
-        spec["cohortName"] = cfg.cohort
-    spec["namespaceSelector"] = {}
-    spec["resourceGroups"] = [{
-        "coveredResources": covered,
-        "flavors": [{"name": name, "resources": [
-            {"name": r, "nominalQuota": format_quantity(quota.get(r, Decimal(0)))} for r in covered]}
-            for name, quota in flavors],
-    }] if flavors and covered else []
-    return {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": _meta(cfg.cluster_queue), "spec": spec}
-
-
-def local_queues(cfg: KueueConfig) -> list[dict[str, Any]]:
-    return [{"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": _meta(q.name, ns),
-             "spec": {"clusterQueue": cfg.cluster_queue}}
-            for q in cfg.local_queues for ns in sorted(q.namespaces)]
-
-
 def generate(snapshot: Snapshot, nodes: Sequence[Node], cfg: Config) -> KueueObjects:
     """All Kueue objects for the snapshot, in a fixed order; the same input gives the same output."""
     topo = topology(snapshot.levels, cfg.kueue)
     pools, problems = group_pools(snapshot, nodes, cfg.pools)
     flavors = [flavor(p, topo["metadata"]["name"], cfg.pools.taint_keys) for p in pools]
-    quotas = [(f["metadata"]["name"], pool_quota(p, cfg.pools.resources)) for f, p in zip(flavors, pools)]
-    objects = [topo, *flavors, cluster_queue(quotas, cfg.pools.resources, cfg.kueue), *local_queues(cfg.kueue)]
-    return KueueObjects(objects, problems)
+    capacity = [PoolFlavor(p.value, f["metadata"]["name"], pool_quota(p, cfg.pools.resources))
+                for f, p in zip(flavors, pools)]
+    queues, queue_problems = queue_objects(capacity, cfg.pools.resources, cfg.kueue)
+    return KueueObjects([topo, *flavors, *queues], problems + queue_problems)
+

@@ -11,6 +11,7 @@ from kubernetes.client.exceptions import ApiException
 from .errors import KubeUnreachable
 from .kube import CallStats, api_error, call_with_retries
 from .plan import NodeChange, Plan
+from .progress import Progress, quiet
 
 Patcher = Callable[[str, dict], None]
 
@@ -30,7 +31,7 @@ class ApplyResult:
 
 
 def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5,
-               patient: bool = False) -> ApplyResult:
+               patient: bool = False, progress: Progress = quiet) -> ApplyResult:
     """Send each change through `patch(node, body)`; a failure, whatever it is, is recorded for that node and
     the rest go on, so the result always says what was written. `patient`: retry timeouts too (operator)."""
     result = ApplyResult()
@@ -47,13 +48,18 @@ def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int =
         except Exception as exc:  # noqa: BLE001 - one node's surprise must not hide what the others did
             return change.node, f"{type(exc).__name__}: {exc}", False
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        for node, error, unanswered in pool.map(write, plan.changes):
-            if error is None:
-                result.written.append(node)
-            else:
-                result.failed[node] = error
-                if unanswered:
-                    result.unreachable.append(node)
+    task = progress("writing labels", len(plan.changes))
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            for node, error, unanswered in pool.map(write, plan.changes):
+                task.advance()
+                if error is None:
+                    result.written.append(node)
+                else:
+                    result.failed[node] = error
+                    if unanswered:
+                        result.unreachable.append(node)
+    finally:
+        task.close()
     result.retries = stats.retries
     return result

@@ -37,6 +37,9 @@ class KubeUnreachable(TopolabelError):
     def __init__(self, message: str, dropped: bool = False) -> None:
         super().__init__(message)
         self.dropped = dropped
+class StaleInput(SourceError):
+    """The data a source reads is missing or older than allowed (a publisher stopped): the operator keeps
+    the last good topology and says how old the data is."""
 
 
 class PlanRefused(TopolabelError):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
 
 import urllib3
 from kubernetes import client, config
@@ -25,20 +27,15 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from .errors import InputError, KubeUnreachable
-from .nodes import Node, parse_nodes
+from .nodes import Node, nodes_from_pages
+from .timeouts import Timeouts
 
 RETRYABLE = {409, 429, 500, 502, 503, 504}
 MERGE_PATCH = "application/merge-patch+json"
 MAX_RETRY_AFTER = 60.0  # a Retry-After longer than this (or negative, or not a number) is clamped
 
 
-@dataclass(frozen=True)
-class Timeouts:
-    """Seconds to wait for a connection, and for each answer: `read` bounds every wait for the server and
-    reading a whole response body."""
-
-    connect: float = 10.0
-    read: float = 20.0
+DEFAULT_KUBECONFIG = "~/.kube/config"
 
 
 class TimedApiClient(client.ApiClient):
@@ -75,22 +72,23 @@ def unreachable(exc: Exception, host: str, timeouts: Timeouts) -> KubeUnreachabl
 
 def connect(kubeconfig: str | None = None, context: str | None = None, pool: int = 64,
             timeouts: Timeouts = Timeouts()) -> client.ApiClient:
-    """An API client from a kubeconfig (flag, $KUBECONFIG, ~/.kube/config) or the in-cluster account.
+    """An API client found in kubectl's order: `--kubeconfig`, then $KUBECONFIG, then ~/.kube/config; the
+    in-cluster service account only when none of those exists (so a pod with a kubeconfig uses it).
 
     `pool` keep-alive connections: more than the patches in flight, so concurrent writes reuse connections
     instead of opening a TLS session each. Every call through it has `timeouts`.
     """
     cfg = client.Configuration()
+    files = kubeconfig or os.environ.get("KUBECONFIG")  # $KUBECONFIG may list several, as for kubectl
+    where = files or DEFAULT_KUBECONFIG
     try:
-        if kubeconfig or context:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        if files or context or Path(DEFAULT_KUBECONFIG).expanduser().exists():
+            config.load_kube_config(config_file=files or DEFAULT_KUBECONFIG, context=context,
+                                    client_configuration=cfg)
         else:
-            try:
-                config.load_incluster_config(client_configuration=cfg)
-            except ConfigException:
-                config.load_kube_config(client_configuration=cfg)
+            where = "the in-cluster service account"
+            config.load_incluster_config(client_configuration=cfg)
     except (ConfigException, OSError) as exc:
-        where = kubeconfig or "the default kubeconfig"
         raise InputError(f"{where}: cannot connect to a cluster: {exc}") from None
     cfg.connection_pool_maxsize = max(pool, cfg.connection_pool_maxsize or 0)
     cfg.retries = False  # call_with_retries decides; urllib3 would retry a silent GET three more times
@@ -139,23 +137,57 @@ def call_with_retries(fn: Callable[[], Any], retries: int = 5, stats: CallStats 
         attempt += 1
 
 
-def list_pages(fetch: Callable[[str | None], Any],
-               call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> list[Any]:
-    """Every item of a paged list. `fetch(token)` reads one page (decoded JSON); `call` retries each page on
-    its own, so one failed page is asked again instead of restarting the list from the first page."""
-    items: list[Any] = []
+def pages(fetch: Callable[[str | None], Any],
+          call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> Iterator[list[Any]]:
+    """The items of a paged list, page by page. `fetch(token)` reads one page (decoded JSON); `call` retries
+    each page on its own, so one failed page is asked again instead of restarting the list from page 1."""
     token = None
     while True:
         data = call(lambda: fetch(token))
-        items.extend(data.get("items") or [])
+        yield data.get("items") or []
         token = (data.get("metadata") or {}).get("continue")
         if not token:
-            return items
+            return
 
 
-def read_body(api: client.ApiClient, resp: Any) -> bytes:
-    """A `_preload_content=False` response's whole body, within the read timeout however slowly it drips."""
+def list_pages(fetch: Callable[[str | None], Any],
+               call: Callable[[Callable[[], Any]], Any] = call_with_retries) -> list[Any]:
+    """Every item of a paged list (see `pages`)."""
+    return [item for page in pages(fetch, call) for item in page]
+
+
+def request_json(api: client.ApiClient, method: str, path: str, *, body: Any = None,
+                 query: Iterable[tuple[str, str]] = (), content_type: str = "application/json",
+                 timeout: float | tuple[float, float] | None = None) -> Any:
+    """One call to any API path; the decoded JSON answer, or `ApiException` for a non-2xx status.
+
+    The typed clients need a method per kind and validate bodies against their models; a path and a dict
+    reach every kind (Leases, ConfigMaps, custom resources) the same way."""
+    req = api.param_serialize(method, path, query_params=list(query),
+                              header_params={"Content-Type": content_type, "Accept": "application/json"},
+                              body=body, auth_settings=["BearerToken"])
+    resp = api.call_api(*req, _request_timeout=timeout)
+    resp.data = read_body(api, resp.response, _read_seconds(timeout))
+    text = resp.data.decode(errors="replace")
+    if not 200 <= resp.status <= 299:
+        raise ApiException.from_response(http_resp=resp, body=text, data=None)
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        raise KubeUnreachable(f"{api.configuration.host}: answered {path} with something that is not JSON") from None
+
+
+def _read_seconds(timeout: float | tuple[float, float] | None) -> float | None:
+    """The read part of a request timeout (None: the client's own)."""
+    return timeout[1] if isinstance(timeout, tuple) else timeout
+
+
+def read_body(api: client.ApiClient, resp: Any, seconds: float | None = None) -> bytes:
+    """A `_preload_content=False` response's whole body, within the read timeout (or `seconds`) however
+    slowly it drips."""
     timeouts = getattr(api, "timeouts", Timeouts())
+    if seconds is not None:
+        timeouts = Timeouts(timeouts.connect, seconds)
     deadline = time.monotonic() + timeouts.read
     chunks = []
     try:
@@ -183,10 +215,11 @@ def raw_json(api: client.ApiClient, resp: Any) -> Any:
 
 
 def list_nodes(api: client.ApiClient, page: int = 500) -> list[Node]:
-    """Every Node, read in pages so a large cluster does not load the API server with one huge list."""
+    """Every Node, read in pages so a large cluster does not load the API server with one huge list; each
+    page becomes compact records before the next is read, so the raw objects of one page at most are held."""
     core = client.CoreV1Api(api)
-    items = list_pages(lambda token: raw_json(api, core.list_node(limit=page, _continue=token, _preload_content=False)))
-    return parse_nodes(items, "cluster")
+    return nodes_from_pages(pages(lambda token: raw_json(api, core.list_node(limit=page, _continue=token,
+                                                                             _preload_content=False))), "cluster")
 
 
 def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False,

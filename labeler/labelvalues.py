@@ -42,16 +42,24 @@ def is_valid_value(value: str) -> bool:
     return len(value) <= MAX_VALUE and bool(_VALUE_RE.match(value))
 
 
-def key_problems(key: str) -> list[str]:
-    """Why `key` cannot be a node label key usable in TAS annotations (empty when it can)."""
+def qualified_name_problems(key: str) -> list[str]:
+    """Why `key` is not a Kubernetes qualified name (`ValidateLabelName`): [prefix/]name (empty when it is)."""
     problems = []
-    prefix, _, name = key.rpartition("/")
+    prefix, slash, name = key.rpartition("/")
     if "/" in prefix:
         problems.append("has more than one '/'")
+    elif slash and not prefix:
+        problems.append("has an empty prefix before '/'")
     if prefix and (len(prefix) > 253 or not _PREFIX_RE.match(prefix)):
         problems.append(f"prefix {prefix!r} is not a lower-case DNS subdomain")
     if not name or len(name) > 63 or not _NAME_RE.match(name):
         problems.append(f"name {name!r} must be 1-63 characters, alphanumeric at both ends, '-_.' inside")
+    return problems
+
+
+def key_problems(key: str) -> list[str]:
+    """Why `key` cannot be a node label key usable in TAS annotations (empty when it can)."""
+    problems = qualified_name_problems(key)
     if len(key) > MAX_TAS_KEY:
         problems.append(f"is {len(key)} characters; TAS annotations accept at most {MAX_TAS_KEY}")
     return problems
@@ -87,6 +95,8 @@ def _with_hash(base: str, identity: str) -> str:
 
 def to_value(raw: str) -> str:
     """One raw name to a valid label value; hashed only when it is too long or has nothing readable."""
+    if len(raw) <= MAX_VALUE and "--" not in raw and _NAME_RE.fullmatch(raw):
+        return raw  # already what `readable` would make of it (the common case: one match, no rewriting)
     value = readable(raw)
     if value and len(value) <= MAX_VALUE:
         return value

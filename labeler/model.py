@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 # Level names that hold an accelerator (multi-node NVLink) domain: the labels source's `nvlink` preset
-# (`nvidia.com/gpu.clique`) and AWS's UltraServer `capacity-block`. Exports treat them as the unit a job
+# (`nvidia.com/gpu.clique`), AWS's UltraServer `capacity-block` and Topograph's `accelerator`. Exports treat them as the unit a job
 # should stay inside (Slurm's block).
-ACCELERATOR_LEVELS = ("nvlink", "capacity-block")
+ACCELERATOR_LEVELS = ("nvlink", "capacity-block", "accelerator")
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,9 @@ class Discovery:
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:
     """Errors for every domain with more than one parent; Kueue TAS needs a strict tree."""
     levels = tuple(levels)
+    if all(len({p[d] for p in paths.values()}) == len({p[d - 1:d + 1] for p in paths.values()})
+           for d in range(1, len(levels))):
+        return []  # as many (parent, domain) pairs as domains at every level: a tree, nothing to report
     parents: list[dict[str, dict[str, str]]] = [{} for _ in levels]
     for node in sorted(paths):
         path = paths[node]

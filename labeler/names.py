@@ -18,6 +18,8 @@ KUEUE_GROUP, KUEUE_VERSION = "kueue.x-k8s.io", "v1beta2"
 KUEUE_API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 HOSTNAME = "kubernetes.io/hostname"
 HASH6 = 6  # hex digits of content hash in an object name
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 def is_managed(obj: Any) -> bool:
@@ -33,6 +35,30 @@ def dns_name(text: str, limit: int = 63) -> str:
     name = re.sub(r"[^a-z0-9-]+", "-", text.lower())
     name = re.sub(r"-{2,}", "-", name).strip("-")[:limit].strip("-")
     return name or "pool"
+
+
+def name_problem(name: str, limit: int = 253, dots: bool = True) -> str | None:
+    """Why `name` cannot name a Kubernetes object (None when it can): a lower-case DNS subdomain, or without
+    `dots` a DNS label (a namespace). Such a name holds no `/` or `..`, so a file named after it stays in its
+    directory."""
+    if len(name) > limit:
+        return f"{name!r} is {len(name)} characters; at most {limit}"
+    if not re.match(DNS_SUBDOMAIN if dots else DNS_LABEL, name):
+        what = "a DNS subdomain" if dots else "a DNS label"
+        return (f"{name!r} is not a Kubernetes name ({what}): lower-case letters, digits and '-'"
+                + (" or '.'" if dots else "") + ", starting and ending with a letter or digit")
+    return None
+
+
+def snake(key: str) -> str:
+    """camelCase config keys and dashed flags to the snake_case option names sources use."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).replace("-", "_").lower()
+
+
+def camel(name: str) -> str:
+    """A snake_case option name as the config file writes it (`lldp_dir` -> `lldpDir`)."""
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
 
 
 def hashed_name(base: str, content: Any) -> str:

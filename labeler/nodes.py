@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from .documents import mapping, read_document, sequence, string_map, text
 from .errors import InputError
@@ -13,9 +14,16 @@ from .errors import InputError
 MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Node:
-    """The parts of a Node that topology work needs."""
+    """The parts of a Node that topology work needs. Read-only by convention: change one with
+    `dataclasses.replace` (not frozen, because a frozen dataclass takes three times as long to build and
+    a 100,000-node list builds 100,000 of them).
+
+    Built by `NodeReader`, which shares what repeats between the nodes of one list (label keys and values,
+    identical allocatable maps and taints): 100,000 nodes fit in about 90 MB instead of 350. The mappings
+    may be shared between nodes, so they are never modified in place.
+    """
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -29,30 +37,89 @@ class Node:
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], origin: str = "nodes") -> "Node":
         """Build from a Node as the API serves it (camelCase JSON); wrong types are errors naming the field."""
-        meta = mapping(obj.get("metadata"), f"{origin}: metadata")
-        name = meta.get("name")
-        if not isinstance(name, str) or not name:
-            raise InputError(f"{origin}: a Node without metadata.name")
-        where = f"{origin}: node {name}"
-        spec = mapping(obj.get("spec"), f"{where}: spec")
-        status = mapping(obj.get("status"), f"{where}: status")
-        conditions = [mapping(c, f"{where}: status.conditions[]")
-                      for c in sequence(status.get("conditions"), f"{where}: status.conditions")]
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) if conditions else True
-        return cls(
-            name=name,
-            labels=string_map(meta.get("labels"), f"{where}: metadata.labels"),
-            annotations=string_map(meta.get("annotations"), f"{where}: metadata.annotations"),
-            provider_id=text(spec.get("providerID") or "", f"{where}: spec.providerID"),
-            allocatable=string_map(status.get("allocatable"), f"{where}: status.allocatable"),
-            taints=tuple(string_map(t, f"{where}: spec.taints[]") for t in sequence(spec.get("taints"), f"{where}: spec.taints")),
-            ready=ready,
-            unschedulable=bool(spec.get("unschedulable")),
-        )
+        return NodeReader(origin).node(obj)
 
     def managed(self) -> list[str]:
         """The keys the managed-labels annotation lists (unchecked: `labeler.plan` decides what it owns)."""
         return [k for k in self.annotations.get(MANAGED_ANNOTATION, "").split(",") if k]
+
+
+class NodeReader:
+    """Compact Node records from API objects, one list at a time (a file, or a cluster's pages). The objects
+    are untrusted: a field of the wrong type is an `InputError` naming the node and the field."""
+
+    def __init__(self, origin: str = "nodes") -> None:
+        self.origin = origin
+        self.nodes: list[Node] = []
+        self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
+
+    def node(self, obj: Mapping[str, Any]) -> Node:
+        meta = mapping(obj.get("metadata"), f"{self.origin}: metadata")
+        name = meta.get("name")
+        if type(name) is not str or not name:
+            raise InputError(f"{self.origin}: a Node without metadata.name")
+        where = f"{self.origin}: node {name}"
+        spec = mapping(obj.get("spec"), f"{where}: spec")
+        status = mapping(obj.get("status"), f"{where}: status")
+        conditions = [mapping(c, f"{where}: status.conditions[]")
+                      for c in sequence(status.get("conditions"), f"{where}: status.conditions")]
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) \
+            if conditions else True
+        taints = sequence(spec.get("taints"), f"{where}: spec.taints")
+        return Node(sys.intern(name),
+                    self._strings_of(meta.get("labels"), f"{where}: metadata.labels"),
+                    self._strings_of(meta.get("annotations"), f"{where}: metadata.annotations"),
+                    text(spec.get("providerID") or "", f"{where}: spec.providerID"),
+                    self._shared(status.get("allocatable"), self._strings_of, f"{where}: status.allocatable"),
+                    tuple(self._shared(t, _taint, f"{where}: spec.taints[]") for t in taints), ready,
+                    bool(spec.get("unschedulable")))
+
+    def add(self, item: Any) -> None:
+        """One item of a list: it must be a Node object."""
+        i = len(self.nodes)
+        if not isinstance(item, dict):
+            raise InputError(f"{self.origin}: item {i} is not an object")
+        if item.get("kind", "Node") != "Node":
+            raise InputError(f"{self.origin}: item {i} is a {str(item.get('kind'))[:60]}, not a Node")
+        self.nodes.append(self.node(item))
+
+    def done(self) -> list[Node]:
+        """The nodes read, refusing a list that names a node twice."""
+        names = {n.name for n in self.nodes}
+        if len(names) != len(self.nodes):
+            seen: set[str] = set()
+            dupes = sorted({n.name for n in self.nodes if n.name in seen or seen.add(n.name)})
+            raise InputError(f"{self.origin}: node(s) listed twice: {', '.join(dupes[:5])}")
+        return self.nodes
+
+    @staticmethod
+    def _strings_of(value: Any, where: str) -> dict[str, str]:
+        """A string-to-string copy with its keys and values interned (a cluster repeats them); YAML may have
+        typed `gpu: 8` as an int, JSON from the API never does. Not a mapping of scalars: an `InputError`."""
+        if type(value) is not dict:
+            return mapping(value, where)  # {} for null, else the error
+        try:
+            return dict(zip(map(sys.intern, value), map(sys.intern, value.values())))
+        except TypeError:  # sys.intern takes only strings
+            return {sys.intern(k): sys.intern(v) for k, v in string_map(value, where).items()}
+
+    def _shared(self, value: Any, copy: Callable[[Any, str], dict[str, Any]], where: str) -> dict[str, Any]:
+        """One `copy` of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""
+        if type(value) is not dict or not value:
+            return copy(value, where)
+        try:
+            key = (copy, tuple(value.items()))
+            found = self._maps.get(key)
+        except TypeError:  # an unhashable value: keep a copy of its own
+            return copy(value, where)
+        if found is None:
+            found = self._maps[key] = copy(value, where)
+        return found
+
+
+def _taint(value: Any, where: str) -> dict[str, str]:
+    """A taint as its own copy of strings (`timeAdded` and all)."""
+    return dict(string_map(value, where))
 
 
 def list_items(data: Any, kind: str, origin: str) -> Iterable[Any]:
@@ -68,20 +135,62 @@ def list_items(data: Any, kind: str, origin: str) -> Iterable[Any]:
 
 def parse_nodes(data: Any, origin: str) -> list[Node]:
     """Nodes from a `kubectl get nodes -o yaml|json` document (a List), one Node, or a plain list."""
-    items = list_items(data, "Node", origin)
-    nodes = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise InputError(f"{origin}: item {i} is not an object")
-        if item.get("kind", "Node") != "Node":
-            raise InputError(f"{origin}: item {i} is a {str(item.get('kind'))[:60]}, not a Node")
-        nodes.append(Node.from_object(item, origin))
-    names = [n.name for n in nodes]
-    dupes = sorted({n for n in names if names.count(n) > 1}) if len(set(names)) != len(names) else []
-    if dupes:
-        raise InputError(f"{origin}: node(s) listed twice: {', '.join(dupes[:5])}")
-    return nodes
+    return nodes_from_pages([list_items(data, "Node", origin)], origin)
+
+
+def nodes_from_pages(pages: Iterable[Iterable[Any]], origin: str) -> list[Node]:
+    """Nodes from a paged list, each page turned into compact records before the next is read."""
+    reader = NodeReader(origin)
+    for page in pages:
+        for item in page:
+            reader.add(item)
+    return reader.done()
 
 
 def load_nodes_file(path: str | Path) -> list[Node]:
-    return parse_nodes(read_document(path), str(path))
+    """Nodes from a file, turned into compact records as they are read (see `read_items`)."""
+    return nodes_from_pages([read_items(path, "Node")], str(path))
+
+
+def read_items(path: str | Path, kind: str) -> Iterator[Any]:
+    """The objects of a `kubectl get <kind>s -o json|yaml` file, one Node/Pod, or a list of them.
+
+    A JSON List is streamed item by item (ijson's C parser), so memory follows what the caller keeps of each
+    object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
+    (YAML, one object, stdin) is read whole by `read_document`."""
+    if str(path) != "-" and _starts_json_object(path):
+        streamed = 0
+        for item in _stream_items(path):
+            streamed += 1
+            yield item
+        if streamed or _has_items_list(path):
+            return
+    yield from list_items(read_document(path), kind, str(path))
+
+
+def _starts_json_object(path: str | Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4096).lstrip().startswith(b"{")
+    except OSError:
+        return False  # read_document reports it
+
+
+def _stream_items(path: str | Path) -> Iterator[Any]:
+    import ijson
+
+    try:
+        with open(path, "rb") as f:
+            yield from ijson.items(f, "items.item", use_float=True)
+    except ijson.JSONError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def _has_items_list(path: str | Path) -> bool:
+    """An empty List is a list of no nodes; a document without `items` is something else."""
+    import ijson
+
+    with open(path, "rb") as f:
+        return any(event == "start_array" for prefix, event, _ in ijson.parse(f) if prefix == "items")

@@ -7,6 +7,7 @@ attaches the label keys. A snapshot read from a file is untrusted input and gets
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -76,7 +77,7 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable
     problems = list(discovery.problems)
     paths: dict[str, tuple[str, ...]] = {}
     for node in sorted(discovery.paths):
-        path = tuple(str(v).strip() for v in discovery.paths[node])
+        path = tuple(map(str.strip, map(str, discovery.paths[node])))
         if len(path) != len(levels) or not all(path):
             problems.append(Problem(discovery.source, f"incomplete placement {list(path)} for levels "
                                     f"{[lv.name for lv in levels]}; node left as it is", node))
@@ -88,9 +89,10 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable
     carried = _carried(levels, paths, nodes)
     values = []
     for depth in range(len(levels)):
-        names = {p[depth]: _display(p[depth], discovery.local_names) for p in paths.values()}
-        values.append(unique_values(names, carried[depth]))
-    nodes = {node: {lv.name: values[d][path[d]] for d, lv in enumerate(levels)} for node, path in paths.items()}
+        identities = {p[depth] for p in paths.values()}
+        values.append(unique_values({i: _display(i, discovery.local_names) for i in identities}, carried[depth]))
+    names = [lv.name for lv in levels]
+    nodes = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
     return Snapshot(levels, nodes, problems)
 
 
@@ -159,7 +161,7 @@ def _values(node: str, values: Any, levels: Sequence[Level], origin: str) -> dic
         if not isinstance(value, str) or not value or not is_valid_value(value):
             raise TopologyError(f"{origin}: nodes.{node}.{lv.name}: {str(value)[:80]!r} is not a label value (a "
                                 "string of at most 63 characters, alphanumeric at both ends, '-_.' inside)")
-    return {lv.name: values[lv.name] for lv in levels}
+    return {lv.name: sys.intern(values[lv.name]) for lv in levels}  # domains repeat across nodes
 
 
 def _problems(raw: Any, origin: str) -> list[Problem]:

@@ -23,6 +23,7 @@ from labeler.errors import InputError, SourceError
 from labeler.model import Discovery
 from labeler.nodes import Node
 from labeler.placement import pad_depths
+from labeler.progress import Progress, quiet
 
 from .base import Options, Source, SourceContext, parse_options
 
@@ -101,7 +102,8 @@ def discover(ctx: SourceContext) -> Discovery:
     targets = locate(ctx.nodes, opts.region or profile_region, discovery)
     wanted = instances_by_region(targets)
     clients = {region: _client(session, region, opts.endpoint_url, attempts) for region in wanted}
-    answers, failures = per_region(lambda region: read_region(clients[region], wanted[region]), wanted)
+    answers, failures = per_region(lambda region: read_region(clients[region], wanted[region]), wanted,
+                                   ctx.progress)
     if failures:
         raise SourceError(failure_message(failures))
     place(discovery, targets, answers, opts.capacity_block_level)
@@ -295,7 +297,7 @@ def _client(session: Any, region: str, endpoint_url: str | None, attempts: int) 
         raise SourceError(f"aws: cannot make an EC2 client for {region}: {exc}") from None
 
 
-def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str]
+def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str], progress: Progress = quiet
                ) -> tuple[dict[str, RegionAnswer], dict[str, Exception]]:
     """`fn(region)` for every region in a thread pool: the answers and the failures per region.
 
@@ -304,13 +306,17 @@ def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str]
     ordered = sorted(regions)
     answers: dict[str, RegionAnswer] = {}
     failures: dict[str, Exception] = {}
+    task = progress("aws: regions", len(ordered))
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_REGIONS_IN_FLIGHT, len(ordered)))) as pool:
         futures = {region: pool.submit(fn, region) for region in ordered}
+        for future in futures.values():
+            future.add_done_callback(lambda _: task.advance())
         for region, future in futures.items():
             try:
                 answers[region] = future.result()
             except Exception as exc:  # noqa: BLE001 - failure_message decides what each one means
                 failures[region] = exc
+    task.close()
     return answers, failures
 
 

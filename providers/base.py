@@ -8,31 +8,35 @@ their flags stays cheap.
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from labeler.config import validation_details
 from labeler.errors import SourceError
 from labeler.model import Discovery
 from labeler.nodes import Node
+from labeler.progress import Progress, quiet
 
 
 @dataclass
 class SourceContext:
-    """What a source gets: the cluster's nodes (may be empty offline) and its merged options."""
+    """What a source gets: the cluster's nodes (may be empty offline), its merged options, where to report the
+    progress of long work (many regions or zones, a fabric scan), and `cluster`, which returns an API client for
+    sources that read other objects than Nodes (None: no cluster to ask)."""
 
     nodes: Sequence[Node] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
     origin: str = "source"
+    cluster: Callable[[], Any] | None = None
+    progress: Progress = quiet
 
 
 class Options(BaseModel):
-    """Base for a source's options: unknown keys are an error, so typos are caught."""
+    """Base for a source's options: unknown keys are an error, so typos are caught. The validator is built
+    on first use (defer_build): every command that lists the sources' flags imports every source module."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
 
 
 @dataclass(frozen=True)
@@ -58,12 +62,9 @@ OptionsT = TypeVar("OptionsT", bound=Options)
 
 def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
     """Validate options with an error naming where they came from and the bad key."""
+    from labeler.config import validation_details
+
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
-        raise SourceError(f"{ctx.origin}: {validation_details(exc, '(options)')}") from None
-
-
-def snake(key: str) -> str:
-    """camelCase config keys and dashed flags to the snake_case option names sources use."""
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).replace("-", "_").lower()
+        raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None

@@ -28,24 +28,51 @@ from collections import Counter, defaultdict
 from itertools import permutations
 from typing import Any, Literal, Mapping
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from labeler.config import options_issues
+from labeler.config_schema import options_schema
 from labeler.errors import SourceError, TopologyError
 from labeler.model import Discovery, Level, check_tree
+from labeler.names import camel, snake
+from labeler.validation import did_you_mean
 
-from .base import Options, Source, SourceContext, parse_options, snake
-from .registry import get_source
+from .base import Options, Source, SourceContext, parse_options
+from .registry import SOURCES, get_source
 
 NAME = "combined"
 MAX_PERMUTED_LEVELS = 7  # 5,040 orders; beyond that only single-level removals are suggested
 SELF_REPORTED = {"labels"}  # parts whose evidence the nodes themselves can write
 
 
+def _part_schema(schema: dict[str, Any]) -> None:
+    """A part is written flat: its own keys (`levels`, `missing`) beside its source's options, so its JSON
+    schema is one object per source type. (Sources' options are flat: they add no definitions.)"""
+    own = {k: v for k, v in schema.get("properties", {}).items() if k not in ("type", "options")}
+    schema.clear()
+    schema["oneOf"] = [options_schema(name, get_source(name).options, {}, own=own) for name in SOURCES if name != NAME]
+
+
 class Part(Options):
+    model_config = ConfigDict(json_schema_extra=_part_schema)
     type: str
     levels: list[str] | dict[str, str] | None = None
     missing: Literal["problem", "node", "parent"] = "problem"
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_fit_the_source(self) -> "Part":
+        """The part's options are checked when the config is read, as the top-level source's are."""
+        if self.type == NAME:
+            raise ValueError("a combined source cannot contain another combined source")
+        if self.type not in SOURCES:
+            raise ValueError(f"unknown source {self.type!r}" + did_you_mean(self.type, SOURCES))
+        own = ("type", *(k for k in Part.model_fields if k != "options"))
+        found = options_issues(get_source(self.type).options, {camel(k): v for k, v in self.options.items()}, (),
+                               own)
+        if found:
+            raise ValueError("; ".join(map(str, found)))
+        return self
 
 
 class CombinedOptions(Options):
@@ -124,8 +151,6 @@ def _drop_uncorroborated(found: Discovery, self_reported: set[int]) -> None:
 
 
 def _run_part(part: Part, ctx: SourceContext) -> Discovery:
-    if part.type == NAME:
-        raise SourceError(f"{ctx.origin}: a combined source cannot contain another combined source")
     part_ctx = SourceContext(nodes=ctx.nodes, options=part.options, origin=f"{ctx.origin} ({part.type})")
     return get_source(part.type).discover(part_ctx)
 

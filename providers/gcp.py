@@ -22,6 +22,7 @@ from urllib.parse import quote_plus
 from labeler.errors import InputError, SourceError
 from labeler.model import Discovery
 from labeler.nodes import Node
+from labeler.progress import Progress, quiet
 
 from .base import Options, Source, SourceContext, parse_options
 
@@ -263,7 +264,7 @@ def discover(ctx: SourceContext) -> Discovery:
         return discovery
     client, adc_project = make_client(opts)
     refs = with_project(parsed, opts.project or adc_project, discovery)
-    found, failed = fetch(client, plan_calls(refs.values()), set(refs.values()))
+    found, failed = fetch(client, plan_calls(refs.values()), set(refs.values()), ctx.progress)
     place(refs, found, failed, levels, discovery)
     return discovery
 
@@ -290,20 +291,23 @@ def make_client(opts: GcpOptions) -> tuple[Any, str | None]:
     return client, project
 
 
-def fetch(client: Any, calls: Sequence[ListCall], wanted: set[InstanceRef]
+def fetch(client: Any, calls: Sequence[ListCall], wanted: set[InstanceRef], progress: Progress = quiet
           ) -> tuple[dict[InstanceRef, InstanceInfo], dict[str, str]]:
     """Run the calls (in parallel, each following its pages); the instances asked for, and failed scopes."""
     found: dict[InstanceRef, InstanceInfo] = {}
     failed: dict[str, str] = {}
     if not calls:
         return found, failed
+    task = progress("gcp: instance lists", len(calls))
     with ThreadPoolExecutor(max_workers=min(PARALLEL, len(calls))) as pool:
         for call, (instances, error) in zip(calls, pool.map(lambda c: list_call(client, c), calls)):
+            task.advance()
             if error:
                 failed[call.scope] = error
             for ref, info in instances:
                 if ref in wanted:
                     found[ref] = info
+    task.close()
     return found, failed
 
 

@@ -6,7 +6,7 @@ import importlib
 
 from labeler.errors import SourceError
 
-from .base import Source
+from .base import Options, Source
 
 # name -> module defining SOURCE
 SOURCES: dict[str, str] = {
@@ -25,3 +25,9 @@ def get_source(name: str) -> Source:
     if name not in SOURCES:
         raise SourceError(f"unknown source {name!r}; known: {', '.join(sorted(SOURCES))}")
     return importlib.import_module(SOURCES[name]).SOURCE
+
+
+def option_models() -> dict[str, type[Options]]:
+    """Each source's options model, by name: what the config's `source` section is checked against and
+    what its JSON schema is made from."""
+    return {name: get_source(name).options for name in sorted(SOURCES)}

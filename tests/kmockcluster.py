@@ -24,7 +24,7 @@ import yaml
 # plural -> (kind, namespaced) of the kinds the operator uses beyond kmock's bundled built-ins
 KUEUE = {"topologies": ("Topology", False), "resourceflavors": ("ResourceFlavor", False),
          "clusterqueues": ("ClusterQueue", False), "localqueues": ("LocalQueue", True),
-         "workloads": ("Workload", True)}
+         "workloads": ("Workload", True), "cohorts": ("Cohort", False)}
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
@@ -45,8 +45,9 @@ class Seen:
 class MockCluster:
     """Start with `with MockCluster() as cluster:`; `cluster.kubeconfig(dir)` points a client at it."""
 
-    def __init__(self, kueue: bool = True, labeler_crd: bool = True) -> None:
+    def __init__(self, kueue: bool = True, labeler_crd: bool = True, cohorts: bool = True) -> None:
         self.kueue = kueue
+        self.cohorts = cohorts
         self.labeler_crd = labeler_crd
         self.url = ""
         self.handler: Any = None
@@ -82,6 +83,8 @@ class MockCluster:
         self.handler.resources.load_bundled()
         if self.kueue:
             for plural, (kind, namespaced) in KUEUE.items():
+                if plural == "cohorts" and not self.cohorts:
+                    continue  # as Kueue before v1beta2's Cohort
                 self.handler.resources[f"kueue.x-k8s.io/v1beta2/{plural}"] = {
                     "kind": kind, "namespaced": namespaced, "verbs": VERBS}
         if self.labeler_crd:

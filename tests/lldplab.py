@@ -179,6 +179,34 @@ def fixed_wiring() -> Wiring:
     return w
 
 
+def dual_homed_wiring() -> Wiring:
+    """Racks and no switch map: rack A's hosts are each cabled to tor-a1 and tor-a2 (no peer link, no MLAG
+    configured), rack B has one switch, rack C is dual-homed too but one host is cabled from tor-c1 to tor-b.
+
+    gpu-a1..a3: tor-a1 + tor-a2; gpu-a4: tor-a1 only (a link down); gpu-b1, gpu-b2: tor-b;
+    gpu-c1, gpu-c2: tor-c1 + tor-c2; gpu-x: tor-c1 + tor-b (miscabled). Every host's eno1 goes to oob-sw.
+    """
+    racks = {"a": ["tor-a1", "tor-a2"], "b": ["tor-b"], "c": ["tor-c1", "tor-c2"]}
+    w = Wiring(switches=[MGMT_SWITCH, "spine-1", *(s for members in racks.values() for s in members)])
+    for members in racks.values():
+        for leaf in members:
+            w.cable(leaf, "spine-1")
+    plan = {"gpu-a1": racks["a"], "gpu-a2": racks["a"], "gpu-a3": racks["a"], "gpu-a4": ["tor-a1"],
+            "gpu-b1": racks["b"] * 2, "gpu-b2": racks["b"], "gpu-c1": racks["c"], "gpu-c2": racks["c"],
+            "gpu-x": ["tor-c1", "tor-b"]}
+    for host, switches in plan.items():
+        _host(w, host, mgmt=True)
+        for switch in switches:
+            w.cable(host, switch)
+    for host in ("gpu-a1", "gpu-a2", "gpu-a3", "gpu-a4"):
+        w.rack[host] = frozenset(racks["a"])
+    for host in ("gpu-b1", "gpu-b2"):
+        w.rack[host] = frozenset(racks["b"])
+    w.degraded.add("gpu-a4")
+    w.miswired.update({"gpu-c1", "gpu-c2", "gpu-x"})  # rack C cannot be told from a wiring fault
+    return w
+
+
 class Lab:
     """The wiring built from namespaces and veths, one lldpd per device."""
 

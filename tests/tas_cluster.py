@@ -15,7 +15,7 @@ GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 
 def node(name: str, block: str | None = None, rack: str | None = None, gpus: int = 8, cpu: str = "64",
          ready: bool = True, taints: list[dict[str, str]] | None = None, unschedulable: bool = False,
-         labels: dict[str, str] | None = None) -> dict[str, Any]:
+         labels: dict[str, str] | None = None, max_pods: int = 110) -> dict[str, Any]:
     all_labels = {HOST: name, **(labels or {})}
     if block:
         all_labels[BLOCK] = block
@@ -25,13 +25,15 @@ def node(name: str, block: str | None = None, rack: str | None = None, gpus: int
     if unschedulable:
         spec["unschedulable"] = True
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels}, "spec": spec,
-            "status": {"allocatable": {"cpu": cpu, "memory": "512Gi", GPU: str(gpus), "pods": "110"},
+            "status": {"allocatable": {"cpu": cpu, "memory": "512Gi", GPU: str(gpus), "pods": str(max_pods)},
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
 def pod(name: str, node_name: str | None, gpus: int, phase: str = "Running",
         annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", GPU: str(gpus)}}}]}
+    # an extended resource needs its limit equal to its request, or the API server refuses the pod
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1", GPU: str(gpus)},
+                                                                       "limits": {GPU: str(gpus)}}}]}
     if node_name:
         spec["nodeName"] = node_name
     return {"apiVersion": "v1", "kind": "Pod",

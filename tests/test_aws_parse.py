@@ -74,7 +74,7 @@ def test_batches_hold_at_most_100_distinct_sorted_ids() -> None:
 
 
 def test_level_names_match_the_labels_sources_eks_preset() -> None:
-    assert level_names(4) == tuple(name for name, _ in PRESETS["eks"])
+    assert level_names(4) == tuple(level.name for level in PRESETS["eks"].levels)
     assert level_names(3, capacity_block=True) == ("layer-1", "layer-2", "layer-3", "capacity-block")
 
 

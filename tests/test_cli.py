@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -10,8 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from labeler.model import Snapshot
+from labeler.nodes import parse_nodes
+from labeler.plan import make_plan
 from tests.conftest import EXAMPLES
-from topolabel.cli import main
+from topolabel.cli import main, parser as cli_parser
 
 
 def topolabel(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -71,8 +75,8 @@ def test_stream_to_stdout(capsys) -> None:
 @pytest.mark.parametrize("files, args, fragment", [
     ({"c.yaml": "plan: {maxChangeFraction: 2}\n"}, ["discover", "--config", "c.yaml"],
      "c.yaml: plan.maxChangeFraction: Input should be less than or equal to 1"),
-    ({"c.yaml": "keyPrefix: topolabel.dev\n"}, ["discover", "--config", "c.yaml"], "c.yaml: keyPrefix: Value error, must end with '/'"),
-    ({"c.yaml": "sources: {}\n"}, ["discover", "--config", "c.yaml"], "c.yaml: sources: Extra inputs are not permitted"),
+    ({"c.yaml": "keyPrefix: topolabel.dev\n"}, ["discover", "--config", "c.yaml"], "c.yaml: keyPrefix: must end with '/'"),
+    ({"c.yaml": "sources: {}\n"}, ["discover", "--config", "c.yaml"], "c.yaml: sources: unknown key; did you mean 'source'?"),
     ({"n.yaml": "kind: Pod\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
      "n.yaml: expected a NodeList"),
     ({"n.yaml": "items: [\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
@@ -114,3 +118,145 @@ def test_a_joining_rack_whose_name_collides_leaves_the_labelled_rack_alone(tmp_p
 def test_help_has_examples() -> None:
     result = topolabel("kueue", "--help")
     assert result.returncode == 0 and "--check" in result.stdout and "examples:" in result.stdout
+
+
+def applied(items: list[dict], snap_file: Path) -> list[dict]:
+    """The nodes as they are once `topolabel apply` has written the snapshot's plan (each merge patch merged)."""
+    plan = make_plan(Snapshot.from_dict(json.loads(snap_file.read_text()), "snap"), parse_nodes(items, "nodes"))
+    patches = {c.node: c.patch()["metadata"] for c in plan.changes}
+    out = []
+    for item in items:
+        meta = dict(item["metadata"])
+        patch = patches.get(meta["name"], {})
+        meta["labels"] = {k: v for k, v in {**meta.get("labels", {}), **patch.get("labels", {})}.items() if v is not None}
+        meta["annotations"] = {**meta.get("annotations", {}), **patch.get("annotations", {})}
+        out.append({**item, "metadata": meta})
+    return out
+
+
+def run_main(capsys, *args: str) -> tuple[int, str, str]:
+    """`topolabel ARGS` in this process: exit status, stdout, stderr."""
+    code = main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_plan_exit_code_is_1_with_changes_0_without_and_2_on_errors(tmp_path: Path, capsys) -> None:
+    cfg, nodes = str(EXAMPLES / "topolabel.yaml"), EXAMPLES / "nodes.yaml"
+    snap = tmp_path / "snap.json"
+    snap.write_text(run_main(capsys, "discover", "--config", cfg, "--nodes", str(nodes), "-o", "json")[1])
+    plan = ["plan", "--config", cfg, "--snapshot", str(snap), "--exit-code"]
+    assert run_main(capsys, *plan, "--nodes", str(nodes))[0] == 1
+    assert run_main(capsys, "plan", "--config", cfg, "--snapshot", str(snap), "--nodes", str(nodes))[0] == 0
+    done = tmp_path / "labelled.yaml"
+    done.write_text(yaml.safe_dump({"kind": "List", "items": applied(yaml.safe_load(nodes.read_text())["items"], snap)}))
+    code, out, _ = run_main(capsys, *plan, "--nodes", str(done), "-o", "json")
+    assert code == 0 and json.loads(out)["changes"] == []
+    assert run_main(capsys, *plan, "--nodes", str(tmp_path / "missing.yaml"))[0] == 2
+
+
+def subcommands() -> dict[str, argparse.ArgumentParser]:
+    """Every (sub)subcommand's parser, by its command line (`job check`)."""
+    out = {}
+
+    def walk(prefix: str, parser: argparse.ArgumentParser) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            out[prefix.strip()] = parser
+        for action in subs:
+            for name, child in action.choices.items():
+                walk(f"{prefix} {name}", child)
+
+    walk("", cli_parser())
+    return out
+
+
+OUTPUT_COMMANDS = {"discover", "plan", "apply", "verify", "fit", "show", "kueue", "job check"}
+
+
+def test_only_commands_that_print_a_result_take_o() -> None:
+    """`-o` means something everywhere it is accepted (checked below); elsewhere argparse refuses it."""
+    taking = {name for name, parser in subcommands().items()
+              if any("-o" in a.option_strings for a in parser._actions)}
+    assert taking == OUTPUT_COMMANDS
+    result = topolabel("run", "-o", "json")
+    assert result.returncode == 2 and "unrecognized arguments: -o json" in result.stderr
+
+
+def test_o_json_and_yaml_are_machine_output_wherever_o_is_taken(tmp_path: Path, capsys) -> None:
+    cfg, nodes = str(EXAMPLES / "topolabel.yaml"), str(EXAMPLES / "nodes.yaml")
+    snap = tmp_path / "snap.json"
+    snap.write_text(run_main(capsys, "discover", "--config", cfg, "--nodes", nodes, "-o", "json")[1])
+    common = ["--config", cfg, "--snapshot", str(snap), "--nodes", nodes]
+    job = str(EXAMPLES / "jobs" / "pytorchjob.yaml")
+    runs = {"discover": ["discover", "--config", cfg, "--nodes", nodes], "plan": ["plan", *common],
+            "verify": ["verify", "--config", cfg, "--nodes", nodes, "--against", str(snap)],
+            "fit": ["fit", job, *common], "show": ["show", *common], "kueue": ["kueue", *common],
+            "job check": ["job", "check", job, "--snapshot", str(snap)]}
+    assert set(runs) == OUTPUT_COMMANDS - {"apply"}  # apply writes to a cluster: tests/test_apply_apiserver.py
+    for name, args in runs.items():
+        code, as_json, err = run_main(capsys, *args, "-o", "json")
+        assert code in (0, 1), (name, err)
+        as_yaml = list(yaml.safe_load_all(run_main(capsys, *args, "-o", "yaml")[1]))
+        data = json.loads(as_json)
+        if name == "kueue":  # a List of the objects, as kubectl prints several; the YAML is one document each
+            assert data["kind"] == "List" and data["items"] == as_yaml
+        else:
+            assert as_yaml == [data], name
+
+
+def test_kueue_streams_are_the_objects_and_refuse_flags_they_would_ignore(capsys) -> None:
+    base = ["kueue", "--config", str(EXAMPLES / "topolabel.yaml"), "--nodes", str(EXAMPLES / "nodes.yaml")]
+    assert main([*base, "-o", "yaml"]) == 0
+    as_yaml = capsys.readouterr().out
+    assert main([*base, "--output-dir", "-"]) == 0
+    assert capsys.readouterr().out == as_yaml
+    for extra, fragment in ((["-o", "json", "--output-dir", "x"], "give one of them"),
+                            (["-o", "yaml", "--check"], "--check compares a directory"),
+                            (["--output-dir", "-", "--check"], "--check compares a directory"),
+                            ([], "give --output-dir DIR (files for Git) or -o yaml|json")):
+        assert main([*base, *extra]) == 2
+        assert fragment in capsys.readouterr().err
+
+
+def test_snapshot_without_nodes_says_what_else_is_needed_and_why(tmp_path: Path) -> None:
+    snap = tmp_path / "snap.json"
+    snap.write_text(topolabel("discover", "--source", "labels", "--preset", "gke", "--nodes",
+                              str(EXAMPLES / "nodes.yaml"), "-o", "json").stdout)
+    env = {"PYTHONPATH": str(EXAMPLES.parent), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "KUBECONFIG": str(tmp_path / "none")}
+    for args, why in ((["kueue", "-o", "yaml"], "the pool labels and taints, ClusterQueue quotas the allocatable"),
+                      (["plan"], "which labels the nodes carry now")):
+        result = subprocess.run([sys.executable, "-m", "topolabel.cli", *args, "--snapshot", str(snap)],
+                                capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert "--snapshot says where nodes sit, not" in result.stderr and why in result.stderr
+        assert "add --nodes FILE (`kubectl get nodes -o yaml`) or a cluster with --kubeconfig/--context" in result.stderr
+
+
+def test_source_flags_with_a_snapshot_are_refused(tmp_path: Path, capsys) -> None:
+    snap = tmp_path / "snap.json"
+    snap.write_text(run_main(capsys, "discover", "--source", "labels", "--preset", "gke", "--nodes",
+                             str(EXAMPLES / "nodes.yaml"), "-o", "json")[1])
+    code, _, err = run_main(capsys, "plan", "--snapshot", str(snap), "--nodes", str(EXAMPLES / "nodes.yaml"),
+                            "--source", "labels", "--preset", "eks")
+    assert code == 2 and "--source, --preset: a source's flags have no effect with --snapshot" in err
+
+
+def test_a_node_joining_leaves_kueue_check_green_under_rounding_quotas(tmp_path: Path, capsys) -> None:
+    """examples/teams.yaml rounds quotas down to steps: one more H100 node changes no file. The single-queue
+    example (exact capacity) is the control: the same join makes --check fail."""
+    items = yaml.safe_load((EXAMPLES / "nodes.yaml").read_text())["items"]
+    twin = json.loads(json.dumps(next(i for i in items if i["metadata"]["name"] == "gke-a3-b00-s00-n000")))
+    twin["metadata"]["name"] = twin["metadata"]["labels"]["kubernetes.io/hostname"] = "gke-a3-b00-s00-n099"
+    twin["metadata"]["labels"]["cloud.google.com/gce-topology-host"] = "joined-host"
+    joined = tmp_path / "joined.yaml"
+    joined.write_text(yaml.safe_dump({"kind": "List", "items": [*items, twin]}))
+    for config, expected in (("teams.yaml", 0), ("topolabel.yaml", 1)):
+        out = tmp_path / config
+        args = ["kueue", "--config", str(EXAMPLES / config), "--output-dir", str(out)]
+        assert run_main(capsys, *args, "--nodes", str(EXAMPLES / "nodes.yaml"))[0] == 0
+        code, diff, _ = run_main(capsys, *args, "--nodes", str(joined), "--check")
+        assert code == expected, (config, diff)
+        discovered = run_main(capsys, "discover", "--config", str(EXAMPLES / config), "--nodes", str(joined), "-o", "json")
+        assert "gke-a3-b00-s00-n099" in json.loads(discovered[1])["nodes"]

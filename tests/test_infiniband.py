@@ -101,12 +101,18 @@ def test_switch_names_are_readable_and_unique() -> None:
     assert names == {1: "leaf-1", 2: "sw-0000000000000002", 3: "sw-0000000000000003", 0x2C: "sw-000000000000002c"}
 
 
-def test_group_names_show_the_range() -> None:
-    assert group_name(["a09-p1-ibleaf-01-01", "a09-p1-ibleaf-02-01", "a09-p1-ibleaf-04-01"]) == "a09-p1-ibleaf-01..04-01"
-    assert group_name(["leaf-2", "leaf-10"]) == "leaf-2..10"
+def test_group_names_range_only_over_members_present() -> None:
+    leaves = [f"a09-p1-ibleaf-0{i}-01" for i in (1, 2, 3, 4)]
+    assert group_name(leaves) == "a09-p1-ibleaf-01..04-01"
+    assert group_name([leaves[0], leaves[1], leaves[3]]) == "a09-p1-ibleaf-01..02_04-01"  # 03-01 not in the fabric
+    assert group_name(["leaf-2", "leaf-10"]) == "leaf-2_10"
+    assert group_name(["leaf-9", "leaf-10", "leaf-11"]) == "leaf-9..11"
+    assert group_name(["leaf-a", "leaf-b"]) == "leaf-a_b"
+    assert group_name(["l-01-01", "l-02-02"]) == "l-01-01-and-1-more"  # 01..02-01..02 would claim four
+    assert group_name(["l-01-01", "l-02-01", "l-01-02", "l-02-02"]) == "l-01..02-01..02"
     assert group_name(["leaf1", "spine-3"]) == "leaf1-and-1-more"
     names = unique_names({"x": ["l-1", "l-2", "l-4"], "y": ["l-1", "l-3", "l-4"], "z": ["q"]})
-    assert names["z"] == "q" and names["x"] != names["y"] and all(n.startswith("l-1..4-") for n in (names["x"], names["y"]))
+    assert names == {"x": "l-1..2_4", "y": "l-1_3..4", "z": "q"}
 
 
 @pytest.mark.parametrize("desc, expected", [
@@ -184,7 +190,24 @@ def test_ndr_capture_groups_each_scalable_unit() -> None:
             groups[values["leafgroup"]].add(host)
     assert sorted(map(sorted, groups.values())) == sorted(map(sorted, rows.values()))
     assert snap.nodes["a07-p1-dgx-03-c05"]["leafgroup"] == "a09-p1-ibleaf-01..04-03"
+    # leaf a09-p1-ibleaf-03-01 is not in the capture: its rail group's name must not claim it
+    assert {v["leafgroup"] for v in snap.nodes.values()} == {
+        "a09-p1-ibleaf-01..02_04-01", *(f"a09-p1-ibleaf-01..04-0{u}" for u in (2, 3, 4)),
+        *(f"b09-p1-ibleaf-01..04-0{u}" for u in (5, 6, 7, 8))}
     assert snap.nodes["b08-p1-dgx-08-c01"] == snap.nodes["b08-p1-dgx-08-c04"]
+
+
+def test_ndr_capture_with_the_node_list_reports_the_ufm_host_once() -> None:
+    """The capture holds a UFM server (b11-p1-cufm-02) cabled to two of its unit's four rail leaves."""
+    everyone = ndr_snapshot()
+    assert any(p.node == "b11-p1-cufm-02" for p in everyone.problems)  # a placed host missing two rails
+    nodes = [Node(name) for name in everyone.nodes if "-dgx-" in name]
+    snap = discover(Config(), get_source("infiniband"), {"ibnetdiscover": str(NDR)}, nodes)
+    assert set(snap.nodes) == {n.name for n in nodes}
+    assert not [p for p in snap.problems if p.node and p.node not in snap.nodes]
+    assert [p.message for p in snap.problems if "not Kubernetes nodes" in p.message] == [
+        "1 fabric host(s) are not Kubernetes nodes (UFM, storage, management, or not yet joined), so they are "
+        "not placed: B11-P1-CUFM-02"]  # as the fabric names it
 
 
 def test_ndr_capture_reports_each_unnamed_hca_with_guid_and_leaf() -> None:
@@ -205,9 +228,11 @@ def test_gb200_capture_yields_no_topology_and_says_why() -> None:
 
 
 def test_options_are_checked() -> None:
-    for options, fragment in [({}, "give either --ibnetdiscover FILE"),
-                              ({"ibnetdiscover": "f", "run_ibnetdiscover": True}, "not both"),
-                              ({"ibnetdiscover": "f", "hca_pattern": "mlx5_["}, "hca_pattern: Value error, not a regular expression"),
+    for options, fragment in [({}, "give one of --ib-fabric NAME"),
+                              ({"ibnetdiscover": "f", "run_ibnetdiscover": True}, "give one of"),
+                              ({"ibnetdiscover": "f", "ib_fabric": "compute"}, "give one of"),
+                              ({"ib_fabric": "compute", "ib_max_age": 0}, "ib_max_age: Input should be greater than 0"),
+                              ({"ibnetdiscover": "f", "hca_pattern": "mlx5_["}, "hca_pattern: not a regular expression"),
                               ({"ibnetdiscover": "f", "ib_timeout": 0}, "ib_timeout: Input should be greater than 0")]:
         with pytest.raises(SourceError, match=re.escape(fragment)):
             ib_discover(SourceContext(options=options, origin="cfg"))

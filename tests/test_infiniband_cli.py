@@ -83,8 +83,8 @@ def test_gb200_capture_exits_with_the_reason(capsys) -> None:
 
 @pytest.mark.parametrize("files, args, fragment", [
     ({}, ["--ibnetdiscover", "missing.txt"], "missing.txt: cannot read: No such file or directory"),
-    ({}, ["--ibnetdiscover", str(NDR), "--run"], "give either --ibnetdiscover FILE (or - for stdin) or --run, not both"),
-    ({}, ["--ibnetdiscover", str(NDR), "--hca-pattern", "mlx5_["], "hca_pattern: Value error, not a regular expression"),
+    ({}, ["--ibnetdiscover", str(NDR), "--run"], "give one of --ib-fabric NAME (the fabric the collector published), --ibnetdiscover FILE"),
+    ({}, ["--ibnetdiscover", str(NDR), "--hca-pattern", "mlx5_["], "hca_pattern: not a regular expression"),
     ({"m.yaml": "- a\n"}, ["--ibnetdiscover", str(NDR), "--guid-map", "m.yaml"], "m.yaml: expected a mapping of node name"),
     ({"n.map": "0xzz \"x\"\n"}, ["--ibnetdiscover", str(NDR), "--node-name-map", "n.map"], "n.map:1: '0xzz' is not a GUID"),
     ({"f.txt": "hello\n"}, ["--ibnetdiscover", "f.txt"], "f.txt: no Switch or Ca records"),

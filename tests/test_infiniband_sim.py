@@ -208,3 +208,49 @@ def test_run_calls_ibnetdiscover_here(ibsim, tmp_path: Path, capsys, monkeypatch
     assert main(["discover", "--source", "infiniband", "--run", "--ib-timeout", "60", "-o", "json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert found == expected and set(found["nodes"]) == set(fabric.truth.guids)
+
+
+@pytest.mark.parametrize("spec", [
+    Spec(pods=2, sus=3, hosts=3, spines=2, cores=2, empty_leaves=1),           # 3 levels: the leaf's pod is clear
+    Spec(pods=1, sus=3, rails=2, hosts=3, spines=2, cores=2, empty_leaves=2),  # one pod under cores
+], ids=["pods", "one-pod"])
+def test_a_leaf_with_no_hca_is_a_leaf_not_a_core(spec: Spec, ibsim, tmp_path: Path) -> None:
+    fabric = build(spec)
+    snap = snapshot(ibsim(fabric).discover(), tmp_path)
+    assert_matches_truth(snap, fabric, set(fabric.truth.guids))
+    shape = messages(snap)[0]
+    leaves = spec.pods * spec.sus * spec.rails + spec.empty_leaves
+    assert f"({leaves} leaves ({spec.empty_leaves} without hosts), {spec.pods * spec.spines} spines" in shape, shape
+    assert (f"{spec.cores} cores" if spec.pods > 1 else f"{spec.cores} more") in shape, shape
+    assert not [m for m in messages(snap) if ": no link, but" in m]  # its uplinks are leaf uplinks, nobody's missing
+
+
+def test_one_cable_between_two_pods_does_not_join_them(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(pods=2, sus=3, rails=2, hosts=3, spines=2, cores=2, cross_pod_cables=1, seed=4))
+    snap = snapshot(ibsim(fabric).discover(), tmp_path)
+    assert_matches_truth(snap, fabric, set(fabric.truth.guids))  # two blocks, as cabled by design
+    (leaf, spine), = fabric.truth.cross_cables
+    assert any(re.fullmatch(rf"leaf {leaf} port \d+ - spine {spine} port \d+ is the only cable between two pods; "
+                            r"it does not join them into one block \(miscabled\?\)", m) for m in messages(snap))
+
+
+def test_two_cables_between_pods_are_a_join_not_a_stray(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(pods=2, sus=3, hosts=3, spines=2, cores=2, cross_pod_cables=2, seed=4))
+    snap = snapshot(ibsim(fabric).discover(), tmp_path)
+    assert not any("the only cable between two pods" in m for m in messages(snap))
+
+
+def test_fabric_hosts_that_are_not_nodes_are_one_notice(ibsim, tmp_path: Path) -> None:
+    fabric = build(Spec(sus=3, rails=4, hosts=3, spines=4, service_hosts=3))
+    text = ibsim(fabric).discover()
+    nodes = [Node(host) for host in sorted(fabric.truth.guids)]
+    snap = snapshot(text, tmp_path, nodes)
+    assert_matches_truth(snap, fabric, set(fabric.truth.guids))
+    service = set(fabric.truth.service)
+    assert not [p for p in snap.problems if p.node in service]
+    notices = [m for m in messages(snap) if "not Kubernetes nodes" in m]
+    assert notices == ["3 fabric host(s) are not Kubernetes nodes (UFM, storage, management, or not yet joined), "
+                       "so they are not placed: stor-01, ufm-01, ufm-02"]
+    everyone = snapshot(text, tmp_path)  # without a node list every fabric host is placed, oddities and all
+    assert service <= set(everyone.nodes)
+    assert any(p.node == "ufm-01" and "no link to leaf" in p.message for p in everyone.problems)

@@ -158,10 +158,10 @@ def test_nodes_without_pool_label_are_reported(cluster) -> None:
 
 
 def test_too_many_pools_is_a_clear_error() -> None:
-    snap = Snapshot((Level("block", "topolabel.dev/block"),), {f"n{i}": {"block": "b"} for i in range(17)})
+    snap = Snapshot((Level("block", "topolabel.dev/block"),), {f"n{i}": {"block": "b"} for i in range(65)})
     items = [{"kind": "Node", "metadata": {"name": f"n{i}", "labels": {"nvidia.com/gpu.product": f"gpu-{i}"}},
-              "status": {"allocatable": {"nvidia.com/gpu": "8"}}} for i in range(17)]
-    with pytest.raises(TopologyError, match="17 node pools"):
+              "status": {"allocatable": {"nvidia.com/gpu": "8"}}} for i in range(65)]
+    with pytest.raises(TopologyError, match="65 node pools"):
         generate(snap, parse_nodes(items, "t"), parse_config({}, "t"))
 
 

@@ -90,7 +90,7 @@ def test_nothing_to_read_is_an_error() -> None:
 @pytest.mark.parametrize("options, fragment", [
     ({}, "either a preset"),
     ({"preset": "azure"}, "unknown preset 'azure'"),
-    ({"preset": "gke", "typo": 1}, "typo: Extra inputs are not permitted"),
+    ({"preset": "gke", "typo": 1}, "typo: unknown key; known: keys, names, preset"),
 ])
 def test_bad_options_name_the_problem(options: dict, fragment: str) -> None:
     with pytest.raises(SourceError, match=fragment):
@@ -104,3 +104,41 @@ def test_the_agents_clique_annotation_counts_only_when_it_is_a_label_value() -> 
     found, snap = run(nodes, preset="nvlink")
     assert snap.nodes == {"a": {"nvlink": "uuid.1"}, "b": {"nvlink": "uuid.1"}}
     assert {p.node for p in found.problems} == {"huge", "odd"}
+def test_a_node_missing_only_a_coarser_key_is_not_said_to_have_none() -> None:
+    k = "topology.k8s.aws/network-node-layer-"
+    _, snap = run([node("ok", **{k + "1": "a", k + "2": "b", k + "3": "c"}),
+                   node("top-missing", **{k + "2": "b", k + "3": "c"}), node("bare")], preset="eks")
+    why = {p.node: p.message for p in snap.problems if p.node}
+    assert why["top-missing"] == f"is missing {k}1 above labels it has; left as it is"
+    assert why["bare"].startswith("has none of the labels")
+
+
+OCI = "oci.oraclecloud.com/"
+
+
+def test_oci_reads_island_block_local_block_and_rack_coarsest_first() -> None:
+    def oke(name: str, island: str, block: str, local: str, rack: str) -> Node:
+        return node(name, **{OCI + "rdma.hpc_island_id": island, OCI + "rdma.network_block_id": block,
+                             OCI + "rdma.local_block_id": local, OCI + "host.rack_id": rack,
+                             OCI + "host.network_block_id": "older-" + block})
+
+    nodes = [oke("a", "isl1", "nb1", "lb1", "r1"), oke("b", "isl1", "nb1", "lb2", "r2"),
+             node("c", **{OCI + "rdma.hpc_island_id": "no-imds-data", OCI + "rdma.network_block_id": "no-imds-data",
+                          OCI + "rdma.local_block_id": "no-imds-data", OCI + "host.rack_id": "r9"})]
+    found, snap = run(nodes, preset="oci")
+    assert found.level_names == ("island", "block", "local-block", "rack")
+    assert snap.nodes["a"] == {"island": "isl1", "block": "nb1", "local-block": "lb1", "rack": "r1"}
+    why = {p.node: p.message for p in snap.problems if p.node}
+    assert "is missing" in why["c"] and "placeholder values" in why["c"] and "no-imds-data" not in snap.nodes.get("c", {})
+
+
+def test_oci_clusters_with_only_the_older_host_keys_keep_their_levels() -> None:
+    found, snap = run([node("a", **{OCI + "host.network_block_id": "nb1", OCI + "host.rack_id": "r1"})], preset="oci")
+    assert found.level_names == ("block", "rack")
+    assert snap.nodes["a"] == {"block": "nb1", "rack": "r1"}
+
+
+def test_every_preset_names_its_source_page() -> None:
+    from providers.labels.presets import PRESETS
+
+    assert all(p.source.startswith("https://") for p in PRESETS.values())

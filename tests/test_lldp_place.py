@@ -157,3 +157,53 @@ def test_switch_facts_may_be_filed_under_the_chassis_id() -> None:
     hosts = {"gpu-a": (n("eth0", "leaf-1", chassis_id="AA:BB"),)}
     fabric = fabric_from_switches({"aa:bb": leaf_facts("spine"), "spine": ()}, hosts, MGMT, "sw/")
     assert place(hosts, fabric, MGMT).paths == {"gpu-a": ("spine", "leaf-1")}
+
+
+def dual(*switches: str) -> tuple[Neighbor, ...]:
+    return tuple(n(f"eth{i}", s, f"swp{i + 3}") for i, s in enumerate(switches))
+
+
+def test_without_map_or_facts_a_pair_is_inferred_from_hosts_that_hear_the_same_switches() -> None:
+    hosts = {"gpu-1": dual("tor-a1", "tor-a2"), "gpu-2": dual("tor-a2", "tor-a1"), "gpu-3": dual("tor-a1", "tor-a2"),
+             "gpu-4": dual("tor-a1"),                       # one link down: under the pair, with a notice
+             "gpu-5": dual("tor-b", "tor-b"), "gpu-6": dual("tor-b")}
+    found = place(hosts, Fabric(infer_pairs=True), MGMT)
+    pair = ("tor-a1_tor-a2",)
+    assert {h: found.paths[h] for h in ("gpu-1", "gpu-2", "gpu-3", "gpu-4")} == dict.fromkeys(
+        ("gpu-1", "gpu-2", "gpu-3", "gpu-4"), pair)
+    assert found.paths["gpu-5"] == found.paths["gpu-6"] == ("tor-b",)
+    why = problems(found)
+    assert why[None] == ("pair tor-a1_tor-a2 inferred from 3 hosts that hear exactly these switches on their "
+                         "data-plane ports (no switch map or switch facts)")
+    assert "hears only tor-a1 of the pair tor-a1_tor-a2" in why["gpu-4"]
+    assert set(why) == {None, "gpu-4"}
+
+
+def test_one_host_alone_on_two_switches_infers_nothing() -> None:
+    found = place({"gpu-1": dual("tor-a", "tor-b"), "gpu-2": dual("tor-a")}, Fabric(infer_pairs=True), MGMT)
+    assert "the switches are not an MLAG pair" in problems(found)["gpu-1"]
+
+
+def test_a_host_pairing_a_member_with_another_switch_blocks_the_inference_and_says_why() -> None:
+    hosts = {"gpu-1": dual("tor-a1", "tor-a2"), "gpu-2": dual("tor-a1", "tor-a2"), "gpu-9": dual("tor-a1", "tor-b"),
+             "gpu-5": dual("tor-b")}
+    found = place(hosts, Fabric(infer_pairs=True), MGMT)
+    assert set(found.paths) == {"gpu-5"}
+    why = problems(found)
+    assert ("2 hosts hear exactly tor-a1, tor-a2, but gpu-9 hears tor-a1 with tor-b, so they are not taken as a "
+            "pair (list the pair in a switch map)") in why["gpu-1"]
+    assert "the switches are not an MLAG pair" in why["gpu-9"]
+
+
+def test_separate_racks_with_a_few_hosts_cabled_across_are_not_merged() -> None:
+    hosts = {**{f"a{i}": dual("tor-a") for i in range(4)}, **{f"b{i}": dual("tor-b") for i in range(4)},
+             "x1": dual("tor-a", "tor-b"), "x2": dual("tor-a", "tor-b")}
+    found = place(hosts, Fabric(infer_pairs=True), MGMT)
+    assert found.paths["a0"] == ("tor-a",) and found.paths["b0"] == ("tor-b",)
+    assert "8 hosts hear only part of it" in problems(found)["x1"]
+
+
+def test_a_map_or_facts_still_decide_pairs() -> None:
+    hosts = {"gpu-1": dual("tor-a1", "tor-a2"), "gpu-2": dual("tor-a1", "tor-a2")}
+    found = place(hosts, Fabric(), MGMT)  # a fabric that says nothing of pairs, as a map without `pairs` does
+    assert not found.paths and "not an MLAG pair" in problems(found)["gpu-1"]

@@ -98,6 +98,21 @@ def test_the_manifests_pass_a_server_side_dry_run(prepared: KubeCluster) -> None
         assert f"{obj} " in out, out
 
 
+def test_the_crd_stores_a_teams_spec_as_written_and_refuses_what_the_config_refuses(prepared: KubeCluster) -> None:
+    spec = yaml.safe_load((ROOT / "examples" / "teams.yaml").read_text())
+    manifest = {"apiVersion": "topolabel.dev/v1alpha1", "kind": "TopologyLabeler", "metadata": {"name": "teams"},
+                "spec": spec}
+    out = prepared.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(manifest))
+    assert json.loads(out.stdout)["spec"] == spec  # nothing pruned, nothing defaulted
+    bad = json.loads(json.dumps(manifest))
+    bad["spec"]["kueue"]["clusterQueues"][0]["name"] = "Team-A"
+    bad["spec"]["kueue"]["localQueues"][0]["namespaces"] = ["../x"]
+    out = prepared.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(bad), check=False)
+    assert out.returncode != 0
+    assert "spec.kueue.clusterQueues.name" in out.stderr or "spec.kueue.clusterQueues[0].name" in out.stderr, out.stderr
+    assert "namespaces" in out.stderr
+
+
 def test_a_thousand_nodes_one_start_then_zero_writes_and_a_dead_source_loses_nothing(
         cluster: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
     items, _ = gke_cluster(4, 10, 25)

@@ -297,7 +297,7 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
     role = next(d for d in documents() if d["kind"] == "ClusterRole")
     grants = {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
               for v in rule["verbs"]}
-    kueue = {("kueue.x-k8s.io", r, v) for r in ("topologies", "resourceflavors", "clusterqueues", "localqueues")
+    kueue = {("kueue.x-k8s.io", r, v) for r in ("topologies", "resourceflavors", "cohorts", "clusterqueues", "localqueues")
              for v in ("list", "create", "patch", "delete")}
     assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")), ("", "events", "create"),
                       *(("topolabel.dev", "topologylabelers", v) for v in ("get", "list", "watch")),

@@ -11,7 +11,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from hack.synth import gke_cluster
-from labeler.kube import Timeouts, connect
+from labeler.kube import connect
+from labeler.timeouts import Timeouts
 from tests.kmockcluster import MockCluster
 from tests.operatorrun import InThread, wait_until
 from tests.test_operator_kmock import GKE_FLAGS, http_get, node_patches, options

@@ -5,6 +5,8 @@ test_operator_apiserver.py; these run in seconds and can break the API on purpos
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -15,17 +17,21 @@ from typing import Any
 import kmock
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
 from labeler.nodes import MANAGED_ANNOTATION
+from tests.conftest import EXAMPLES
 from tests.kmockcluster import MockCluster
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+from topolabel import version
 from topolabel.operator.settings import RunOptions
 
 KEYS = ("topolabel.dev/block", "topolabel.dev/subblock", "topolabel.dev/host")
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 LABELER = "/apis/topolabel.dev/v1alpha1/topologylabelers"
 GKE_FLAGS = {"source": "labels", "preset": "gke"}
+VERBS = ("get", "list", "watch", "create", "patch", "apply", "delete")
 
 
 def options(cluster: MockCluster, tmp_path: Path, **kw: Any) -> RunOptions:
@@ -46,8 +52,12 @@ def events(cluster: MockCluster, since: int = 0) -> list[tuple[str, str]]:
     return [(s.data["type"], s.data["reason"]) for s in cluster.writes(since) if s.path.endswith("/events")]
 
 
+def cluster_queue_named(cluster: MockCluster, name: str) -> dict[str, Any]:
+    return cluster.get(f"{KUEUE}/clusterqueues/{name}")
+
+
 def cluster_queue(cluster: MockCluster) -> dict[str, Any]:
-    return cluster.get(f"{KUEUE}/clusterqueues/gpu")
+    return cluster_queue_named(cluster, "gpu")
 
 
 def gpu_quota(cq: dict[str, Any]) -> dict[str, str]:
@@ -61,6 +71,15 @@ def http_get(port: int, path: str) -> tuple[int, str]:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+def sample(port: int, name: str, **labels: str) -> float:
+    """One sample of the operator's /metrics (0 when absent)."""
+    for family in text_string_to_metric_families(http_get(port, "/metrics")[1]):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return 0.0
 
 
 def test_labels_nodes_and_applies_kueue_without_a_custom_resource(tmp_path: Path) -> None:
@@ -99,6 +118,76 @@ def test_labels_nodes_and_applies_kueue_without_a_custom_resource(tmp_path: Path
             assert 'topolabel_nodes{state="labelled"} 24.0' in text
             assert 'topolabel_node_writes_total 24.0' in text
             assert "topolabel_discovery_duration_seconds_count" in text
+            assert f'topolabel_build_info{{version="{version.current()}"}} 1.0' in text
+            verbs = {s.labels["verb"] for m in op.operator.metrics.registry.collect()
+                     if m.name == "topolabel_api_calls" for s in m.samples}
+            assert {"list", "apply", "patch"} <= verbs <= set(VERBS)  # Kubernetes verbs, not HTTP methods
+
+
+def test_queues_for_two_teams_are_applied_and_a_cohort_dropped_from_the_config_is_deleted(tmp_path: Path) -> None:
+    items, _ = gke_cluster(2, 2, 8)  # 16 nodes, 128 GPUs per pool
+    spec = yaml.safe_load((EXAMPLES / "teams.yaml").read_text())
+    with MockCluster() as cluster:
+        cluster.create_nodes(items)
+        cluster.call("POST", LABELER, labeler(spec))
+        with InThread(options(cluster, tmp_path)) as op:
+            op.wait_passes(1)
+            assert op.conditions["KueueInSync"] == ("True", "Applied")
+            assert [c["metadata"]["name"] for c in cluster.items(f"{KUEUE}/cohorts")] == ["research"]
+            queues = {q["metadata"]["name"]: q["spec"] for q in cluster.items(f"{KUEUE}/clusterqueues")}
+            assert sorted(queues) == ["team-a", "team-b"]
+            assert {q["cohortName"] for q in queues.values()} == {"research"}
+            assert sorted(gpu_quota({"spec": queues["team-b"]}).values()) == ["64", "64"]
+            local = {(q["metadata"]["namespace"], q["spec"]["clusterQueue"])
+                     for q in cluster.items(f"{KUEUE}/localqueues")}
+            assert local == {("team-a", "team-a"), ("team-b", "team-b")}
+
+            # the Cohort object leaves the config: it is deleted; the queues still share the (implicit) cohort
+            cluster.call("PATCH", f"{LABELER}/default", {"spec": {"kueue": {"cohorts": []}}})
+            wait_until(lambda: cluster.items(f"{KUEUE}/cohorts") == [], 10, "the Cohort to be deleted")
+            assert cluster_queue_named(cluster, "team-a")["spec"]["cohortName"] == "research"
+            assert op.conditions["KueueInSync"] == ("True", "Applied")
+
+
+def test_a_kueue_without_cohorts_still_gets_its_queues(tmp_path: Path) -> None:
+    items, _ = gke_cluster(1, 1, 2)
+    with MockCluster(cohorts=False) as cluster:
+        cluster.create_nodes(items)
+        with InThread(options(cluster, tmp_path, flags=GKE_FLAGS)) as op:
+            op.wait_passes(1)
+            assert op.conditions["KueueInSync"] == ("True", "Applied")
+            assert cluster_queue(cluster) is not None
+            assert op.sample("topolabel_api_calls_total", verb="list", resource="cohorts", code="404") >= 1
+
+
+def test_json_logs_carry_node_source_and_reason_and_the_start_calls_no_node_joining(tmp_path: Path) -> None:
+    """A node that was there (unplaceable) before the operator started is not "joining" when kopf's first
+    events show it; a node that joins later is, in a JSON record with its name, the source and the reason."""
+    items, truth = gke_cluster(1, 1, 3)
+    old, new = "gke-a3-old-n000", "gke-a3-b00-s00-n099"
+    with MockCluster(labeler_crd=False) as cluster:
+        cluster.create_nodes([*items, node_object(old, {}, H100, "us-central1-b")])
+        log = tmp_path / "operator.log"
+        proc = spawn(["--kubeconfig", str(cluster.kubeconfig(tmp_path)), "--source", "labels", "--preset", "gke",
+                      "--http", "127.0.0.1:0", "--log-format", "json"], log)
+        try:
+            port = int(wait_until(lambda: re.search(r"on http://127.0.0.1:(\d+)", log.read_text()), 60,
+                                  "the metrics port").group(1))
+            # kopf's first events show every node, the unplaceable one too: wait for the pass they start
+            wait_until(lambda: sample(port, "topolabel_syncs_total", scope="nodes") >= 1, 60, "the first node pass")
+            assert all(placed(cluster.node_labels()[n], truth[n]) for n in truth)
+            assert sample(port, "topolabel_discovery_duration_seconds_count", source="labels", scope="join") == 0
+            cluster.create_nodes([node_object(new, dict(zip(GKE_KEYS, ("b0", "s0", "h99"))), H100, "us-central1-b")])
+            wait_until(lambda: new in log.read_text(), 30, "the joining node in the log")
+            assert sample(port, "topolabel_discovery_duration_seconds_count", source="labels", scope="join") == 1
+        finally:
+            stop(proc)
+    records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+    assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    assert [(r["source"], r["reason"], r["message"]) for r in records if r.get("node") == new] == [
+        ("labels", "Joined", f"placed joining node {new}")]
+    assert not [r for r in records if old in r["message"] or r.get("node") == old]
+    assert any(r.get("reason") == "Labelled" and r.get("source") == "labels" for r in records)  # an Event
 
 
 def test_joining_nodes_are_labelled_within_seconds_and_leaving_ones_leave_the_quota(tmp_path: Path) -> None:
@@ -274,7 +363,7 @@ def test_api_faults_are_retried_and_a_dropped_watch_resumes(tmp_path: Path) -> N
             assert cluster_queue(cluster) is not None
             for code, count in (("429", 2), ("500", 2), ("409", 1)):
                 assert op.sample("topolabel_api_calls_total", verb="patch", resource="nodes", code=code) == count
-            assert op.sample("topolabel_api_calls_total", verb="get", resource="clusterqueues", code="503") == 1
+            assert op.sample("topolabel_api_calls_total", verb="list", resource="clusterqueues", code="503") == 1
             assert op.sample("topolabel_errors_total", kind="labels") == 0
             assert op.sample("topolabel_nodes", state="labelled") == len(truth)
             # kopf watches again after the dropped watch, and a label removed by hand is put back

@@ -109,7 +109,7 @@ def test_jobset_misplaced_annotations_are_moved_to_the_pod_template(tmp_path: Pa
     obj = yaml.safe_load(path.read_text())
     rjob = obj["spec"]["replicatedJobs"][0]
     assert "annotations" not in obj["metadata"]
-    assert "annotations" not in rjob["template"]["metadata"]
+    assert "metadata" not in rjob["template"]  # emptied by the move: no stray `metadata: {}` left behind
     assert rjob["template"]["spec"]["template"]["metadata"]["annotations"] == {
         PREF: RACK, SLICE_LEVEL: HOST, SLICE_SIZE: "4"}
 
@@ -170,3 +170,90 @@ def test_multi_document_files_keep_other_documents(tmp_path: Path, kueue_dir: Pa
     notjob = _write(tmp_path, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     assert main(["job", "annotate", str(notjob), "--queue", "gpu", "--within", BLOCK]) == 2
     assert "no workload of a supported kind" in capsys.readouterr().err
+
+
+INDENTED = """\
+# a Job written with indented lists
+apiVersion: batch/v1
+kind: Job
+metadata:
+    name: train   # four-space mappings
+    namespace: team
+spec:
+    parallelism: 2
+    template:
+        spec:
+            containers:
+                - name: train
+                  image: train:1
+                  args:
+                      - --epochs=3   # keep me
+                  resources:
+                      limits: {nvidia.com/gpu: 8}
+"""
+
+
+def test_annotate_keeps_the_files_indentation_comments_and_order(tmp_path: Path, kueue_dir: Path, capsys) -> None:
+    path = _write(tmp_path, INDENTED)
+    assert main(["job", "annotate", str(path), "--queue", "gpu", "--within", "block", "--kueue-dir",
+                 str(kueue_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out == INDENTED.replace("""    namespace: team
+""", """    namespace: team
+    labels:
+        kueue.x-k8s.io/queue-name: gpu
+""").replace("""    template:
+        spec:
+""", f"""    template:
+        metadata:
+            annotations:
+                {REQ}: {BLOCK}
+        spec:
+""")
+    assert "{}" not in out
+
+
+def test_annotating_twice_changes_nothing_more(tmp_path: Path, kueue_dir: Path) -> None:
+    for kind, (text, _, _) in KINDS.items():
+        path = _write(tmp_path, text)
+        args = ["job", "annotate", str(path), "--queue", "gpu", "--within", "rack", "--kueue-dir", str(kueue_dir), "-i"]
+        assert main(args) == 0, kind
+        once = path.read_text()
+        assert main(args) == 0, kind
+        assert path.read_text() == once, kind
+        assert "metadata: {}" not in once, kind
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory) -> dict[str, str]:
+    """The bundled example cluster: its snapshot and the Kueue objects `topolabel kueue` writes for it."""
+    tmp = tmp_path_factory.mktemp("bundled")
+    cfg, nodes = str(EXAMPLES / "topolabel.yaml"), str(EXAMPLES / "nodes.yaml")
+    done = __import__("subprocess").run(
+        ["python3", "-m", "topolabel.cli", "discover", "--config", cfg, "--nodes", nodes, "-o", "json"],
+        capture_output=True, text=True, check=True, timeout=120)
+    (tmp / "snap.json").write_text(done.stdout)
+    assert main(["kueue", "--config", cfg, "--snapshot", str(tmp / "snap.json"), "--nodes", nodes,
+                 "--output-dir", str(tmp / "kueue")]) == 0
+    return {"config": cfg, "nodes": nodes, "snapshot": str(tmp / "snap.json"), "kueue": str(tmp / "kueue")}
+
+
+@pytest.mark.parametrize("example", ["pytorchjob", "jobset", "leaderworkerset", "rayjob"])
+def test_the_bundled_examples_annotate_check_clean_and_fit(example: str, bundled: dict[str, str], tmp_path: Path,
+                                                          capsys) -> None:
+    out = tmp_path / f"{example}.yaml"
+    source = EXAMPLES / "jobs" / f"{example}.yaml"
+    assert main(["job", "annotate", str(source), "--queue", "gpu", "--within", "block",
+                 "--kueue-dir", bundled["kueue"]]) == 0
+    annotated = capsys.readouterr().out
+    out.write_text(annotated)
+    assert annotated.startswith(source.read_text().split("apiVersion")[0])  # the comments above stay
+    assert main(["job", "check", str(out), "--kueue-dir", bundled["kueue"], "--strict"]) == 0
+    assert "no problems found" in capsys.readouterr().out
+    assert main(["fit", str(out), "--config", bundled["config"], "--snapshot", bundled["snapshot"],
+                 "--nodes", bundled["nodes"], "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["fits"] and report["topology"].startswith("gke-")

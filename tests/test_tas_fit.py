@@ -9,6 +9,7 @@ The main cluster (8 GPUs per node, one pod of 8 GPUs per node in most cases):
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import yaml
 
 from kueue_config.tas.capacity import free_capacity, parse_pods
 from kueue_config.tas.fit import fit
-from kueue_config.tas.setup import Flavor
+from kueue_config.tas.setup import Flavor, Queue
 from kueue_config.tas.workloads import workload_of
 from labeler.nodes import parse_nodes
 from tests.fake_kube_readonly import FakeKube
@@ -30,6 +31,8 @@ PREF = "kueue.x-k8s.io/podset-preferred-topology"
 SLICE_LEVEL = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 GROUP = "kueue.x-k8s.io/podset-group-name"
+UNC = "kueue.x-k8s.io/podset-unconstrained-topology"
+LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 KEYS = (BLOCK, RACK, HOST)
 PLACES = {"n1": ("b1", "r1"), "n2": ("b1", "r1"), "n3": ("b1", "r2"), "n4": ("b1", "r2"),
           "n5": ("b2", "r3"), "n6": ("b2", "r3"), "n7": ("b2", "r3"), "n8": ("b2", "r3")}
@@ -44,7 +47,8 @@ def cluster(**overrides: dict[str, Any]) -> list[dict[str, Any]]:
 def run(job: dict, nodes: list[dict], pods: list[dict] = (), keys=KEYS, flavors=(TOLERATING,)) -> dict:
     parsed = parse_nodes(nodes, "test")
     free = free_capacity(parsed, parse_pods(list(pods), "test"))
-    return fit(workload_of(job, "test"), parsed, free, "topo", keys, list(flavors)).to_dict()
+    queue = Queue.of([replace(f, levels=tuple(keys)) for f in flavors])
+    return fit(workload_of(job, "test"), parsed, free, queue).to_dict()
 
 
 def placed(report: dict, podset: str | None = None) -> dict[str, int]:
@@ -219,8 +223,9 @@ def test_fit_and_show_read_a_live_cluster(tmp_path: Path, capsys) -> None:
         shown = json.loads(capsys.readouterr().out)
         pod_queries = [q for path, q in kube.requests if path == "/api/v1/pods"]
     assert pod_queries and pod_queries[0]["fieldSelector"] == ["status.phase!=Succeeded,status.phase!=Failed"]
-    assert [(d["name"], d["free"], d["total"]) for d in shown["domains"]] == [("b1", 24, 32), ("b2", 24, 32)]
-    assert [(r["name"], r["free"]) for r in shown["domains"][1]["children"]] == [("r3", 24)]
+    [flavor] = shown["flavors"]
+    assert [(d["name"], d["free"], d["total"]) for d in flavor["domains"]] == [("b1", 24, 32), ("b2", 24, 32)]
+    assert [(r["name"], r["free"]) for r in flavor["domains"][1]["children"]] == [("r3", 24)]
 
 
 def test_fit_without_a_kueue_setup_is_a_clear_error(tmp_path: Path, capsys) -> None:
@@ -234,4 +239,119 @@ def test_nothing_to_place_still_answers(count: int) -> None:
     job = batch_job(1, {REQ: RACK})
     job["spec"]["parallelism"] = count
     report = run(job, cluster())
-    assert report["fits"] is bool(count)
+    # Kueue skips TAS for a PodSet of 0 pods and admits the rest
+    assert report["fits"] and report["podsets"][0]["placed_pods"] == count
+    assert report["podsets"][0]["note"] == ("no pods to place" if count == 0 else "")
+
+
+def _cli(tmp_path: Path, job: dict, nodes: list, pods: list = (), kueue: list | None = None) -> list[str]:
+    f = _files(tmp_path, job, nodes, list(pods))
+    if kueue is not None:
+        f["kueue"].write_text(yaml.safe_dump_all(kueue))
+    return ["fit", str(f["job"]), "--nodes", str(f["nodes"]), "--pods", str(f["pods"]), "--kueue-dir", str(f["kueue"])]
+
+
+def test_every_running_pod_holds_a_pod_slot_tas_or_not(tmp_path: Path, capsys) -> None:
+    # n1..n4 take 3 pods; two DaemonSet pods (no TAS annotation) and one pod carrying only slice
+    # annotations (a TAS pod to Kueue) fill n1, n2 and n3: r2 holds 3 one-GPU pods, all on n4.
+    nodes = cluster(**{n: {"max_pods": 3} for n in ("n1", "n2", "n3", "n4")})
+    slice_only = {SLICE_LEVEL: RACK, SLICE_SIZE: "1"}
+    pods = [pod(f"ds-{n}-{i}", n, 0) for n in ("n1", "n2", "n3") for i in range(2)]
+    pods += [pod(f"tas-{n}", n, 0, annotations=slice_only) for n in ("n1", "n2", "n3")]
+    job = batch_job(4, {REQ: RACK}, gpus=1)
+    report = run(job, nodes[:4], pods)
+    assert not report["fits"]
+    assert report["message"] == ('topology "topo" allows to fit only 3 out of 4 pod(s). Total nodes: 4; '
+                                 'excluded: resource "pods": 3')
+    assert placed(run(job, nodes[:4], pods[:6])) == {"n3": 1, "n4": 3}  # without the TAS pods n3 keeps a slot
+
+
+def test_a_job_kueue_rejects_is_an_error_not_an_answer(tmp_path: Path, capsys) -> None:
+    args = _cli(tmp_path, batch_job(8, {REQ: BLOCK, SLICE_LEVEL: RACK}), cluster())  # no slice size
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Kueue rejects Job/train" in err and f"{SLICE_SIZE} must be set" in err
+    args = _cli(tmp_path, batch_job(8, {REQ: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: " 4"}), cluster())
+    assert main(args) == 2 and "must be a numeric value" in capsys.readouterr().err
+
+
+def test_multi_layer_slices_are_judged(tmp_path: Path, capsys) -> None:
+    layers = json.dumps([{"topology": BLOCK, "size": 8}, {"topology": RACK, "size": 4}])
+    # 4 GPUs per pod, 2 pods per node: b1 holds 2 racks of 4, so 8 pods in slices of 8 per block and 4 per rack
+    args = _cli(tmp_path, batch_job(8, {REQ: BLOCK, LAYERS: layers}, gpus=4), cluster())
+    assert main([*args, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert placed(report) == {"n1": 2, "n2": 2, "n3": 2, "n4": 2}
+    # n4 half used: r2 holds 3 pods, no rack slice of 4 there; b2's r3 holds 8
+    args = _cli(tmp_path, batch_job(8, {REQ: BLOCK, LAYERS: layers}, gpus=4), cluster(), [pod("o", "n4", 4)])
+    assert main([*args, "-o", "json"]) == 0
+    assert placed(json.loads(capsys.readouterr().out)) == {"n5": 2, "n6": 2, "n7": 2, "n8": 2}
+
+
+def test_gates_fit_does_not_model_mean_no_guess(tmp_path: Path, capsys) -> None:
+    args = _cli(tmp_path, batch_job(2, {PREF: RACK}), cluster())
+    assert main([*args, "--kueue-feature-gates", "TASBalancedPlacement=true"]) == 2
+    assert "cannot judge: Kueue runs with TASBalancedPlacement on" in capsys.readouterr().err
+    required = _cli(tmp_path, batch_job(2, {REQ: RACK}), cluster())
+    assert main([*required, "--kueue-feature-gates", "TASBalancedPlacement=true"]) == 0  # not preferred: unaffected
+    assert main([*args, "--kueue-feature-gates", "TASBalanced=true"]) == 2
+    assert "not NAME=true|false" in capsys.readouterr().err
+    elastic = batch_job(2, {UNC: "true"})
+    elastic["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    assert main(_cli(tmp_path, elastic, cluster())) == 2
+    assert "cannot judge: an elastic job" in capsys.readouterr().err
+
+
+def test_flavors_are_tried_with_their_own_topologies(tmp_path: Path, capsys) -> None:
+    from tests.tas_scenarios import flavor, queues, topology
+    nodes = cluster()
+    for n in nodes:
+        n["metadata"]["labels"]["pool"] = "small" if n["metadata"]["name"] in ("n1", "n2") else "big"
+    kueue = [topology("blocks", [BLOCK, HOST]), topology("racks", [RACK, HOST]),
+             flavor("small", "blocks", {"pool": "small"}, [GPU_TOLERATION]),
+             flavor("big", "racks", {"pool": "big"}, [GPU_TOLERATION]), *queues(["small", "big"])]
+    args = _cli(tmp_path, batch_job(3, {REQ: RACK}), nodes, kueue=kueue)
+    assert main([*args, "-o", "json"]) == 0  # "small" has no rack level: Kueue skips it
+    report = json.loads(capsys.readouterr().out)
+    assert (report["flavor"], report["topology"]) == ("big", "racks") and placed(report) == {"n5": 1, "n6": 1, "n7": 1}
+    assert main(args) == 0
+    assert "flavor big, Topology racks" in capsys.readouterr().out
+
+
+def test_a_job_without_tas_goes_to_a_non_tas_flavor(tmp_path: Path, capsys) -> None:
+    from tests.tas_scenarios import flavor, queues, topology
+    kueue = [topology("topo", list(KEYS)), flavor("plain", None), flavor("gpus", "topo"), *queues(["plain", "gpus"])]
+    args = _cli(tmp_path, batch_job(20), cluster(), kueue=kueue)
+    assert main([*args, "-o", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["fits"] and report["podsets"][0]["flavor"] == "plain"
+    assert report["podsets"][0]["note"] == "no TAS: Kueue admits it on flavor plain and kube-scheduler places the pods"
+    only_tas = [topology("topo", list(KEYS)), flavor("gpus", "topo"), *queues(["gpus"])]
+    args = _cli(tmp_path, batch_job(20), cluster(), kueue=only_tas)  # implied TAS: 20 pods, 8 nodes of 1
+    assert main([*args, "-o", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["kueue_message"] == (
+        'couldn\'t assign flavors to pod set main: topology "topo" allows to fit only 8 out of 20 pod(s)')
+
+
+def test_the_table_counts_the_pods_its_rows_count_in_80_columns(tmp_path: Path, capsys, monkeypatch) -> None:
+    from tests.tas_scenarios import pytorchjob
+    monkeypatch.setenv("COLUMNS", "80")
+    nodes = cluster()
+    for n in nodes:
+        n["metadata"]["labels"]["pool"] = "h100" if n["metadata"]["name"] != "n8" else "b200"
+    kueue = kueue_objects(list(KEYS), {"pool": "h100"}, [GPU_TOLERATION])
+    job = pytorchjob(1, 5, {REQ: BLOCK, GROUP: "g"}, {REQ: BLOCK, GROUP: "g"})
+    assert main(_cli(tmp_path, job, nodes, kueue=kueue)) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 80
+    text = " ".join(out.split())
+    assert text.startswith("PyTorchJob/pt: does not fit - 6 pod(s) in 2 PodSet(s); flavor gpus, Topology topo, "
+                           "7 node(s) counted")
+    # b1 has 4 nodes, b2 3 of this flavor; Kueue counts the block's 4 (without the leader) against the 5 workers
+    # and names either PodSet of the failing group
+    assert ("couldn't assign flavors to pod set master: topology \"topo\" allows to fit only 4 out of 5 pod(s)"
+            in text)
+    assert "nodes left out: 1 in other pools (not pool=h100, flavor gpus)" in text
+    rows = [line.split() for line in lines if line.startswith(("master ", "worker "))]
+    assert [int(r[1]) for r in rows] == [1, 5]  # 1 + 5 = the 6 of the first line

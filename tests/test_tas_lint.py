@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kueue_config.tas.lint import Finding, lint
+from kueue_config.tas.lint import Finding, LintContext, lint
 from kueue_config.tas.workloads import workload_of
 from tests.tas_cluster import BLOCK, HOST, RACK, batch_job, kueue_objects, pod_template
 from topolabel.cli import main
@@ -20,11 +20,12 @@ UNC = "kueue.x-k8s.io/podset-unconstrained-topology"
 SLICE_LEVEL = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 GROUP = "kueue.x-k8s.io/podset-group-name"
+LAYERS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 ANN = "spec.template.metadata.annotations"
 
 
-def _findings(obj: dict, keys=KEYS) -> list[Finding]:
-    return lint([workload_of(obj, "test")], keys)
+def _findings(obj: dict, keys=KEYS, tas_only: bool | None = None) -> list[Finding]:
+    return lint([workload_of(obj, "test")], LintContext((tuple(keys),) if keys else None, tas_only))
 
 
 def _one(findings: list[Finding], path: str) -> Finding:
@@ -65,7 +66,7 @@ def test_annotations_on_a_jobset_job_template() -> None:
 
 def test_level_not_in_the_flavors_topology() -> None:
     f = _one(_findings(batch_job(4, {REQ: "block"})), f'{ANN[:-len(".annotations")]}.annotations["{REQ}"]')
-    assert "not in the flavor's Topology" in f.message and "pending" in f.message
+    assert "not in the Topology of any flavor" in f.message and f.effect == "pending"
     assert f.fix == f"use the label key {BLOCK}"
     g = _one(_findings(batch_job(4, {REQ: "example.com/zone"})), f'spec.template.metadata.annotations["{REQ}"]')
     assert g.fix == f"use one of {BLOCK}, {RACK}, {HOST}"
@@ -86,12 +87,12 @@ def test_slice_size_missing_or_not_dividing_the_pod_count() -> None:
     g = _one(_findings(batch_job(10, {REQ: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: "4"})), path)
     assert "does not divide the PodSet's 10 pods: Kueue places 8 and the other 2 never start" in g.message
     h = _one(_findings(batch_job(2, {REQ: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: "4"})), path)
-    assert "larger than the PodSet's 2 pods" in h.message
+    assert "must not be greater than pod set count 2" in h.message and h.effect == "rejected"
     i = _one(_findings(batch_job(8, {REQ: BLOCK, SLICE_SIZE: "4"})), path)
-    assert "without" in i.message and SLICE_LEVEL in i.fix
+    assert "is not specified" in i.message and SLICE_LEVEL in i.fix
     j = _one(_findings(batch_job(8, {REQ: RACK, SLICE_LEVEL: BLOCK, SLICE_SIZE: "4"})),
              f'spec.template.metadata.annotations["{SLICE_LEVEL}"]')
-    assert "above the PodSet level" in j.message
+    assert "is above the podset topology" in j.message and j.effect == "pending"
 
 
 def test_queue_name_given_as_an_annotation() -> None:
@@ -108,15 +109,16 @@ def test_values_and_groups_kueue_rejects() -> None:
     f = _one(_findings(batch_job(8, {REQ: BLOCK, SLICE_LEVEL: RACK, SLICE_SIZE: 4})), f'{ANN}["{SLICE_SIZE}"]')
     assert "not a string" in f.message
     g = _one(_findings(batch_job(1, {UNC: "yes"})), f'{ANN}["{UNC}"]')
-    assert "not a boolean" in g.message
-    h = [x for x in _findings(batch_job(4, {REQ: BLOCK, GROUP: "g"})) if "exactly 2" in x.message]
-    assert len(h) == 1 and h[0].path == f'{ANN}["{GROUP}"]'
+    assert "must be a boolean value" in g.message
+    # Kueue's Job webhook does not check groups: a group on the only PodSet is accepted and changes nothing
+    [h] = [x for x in _findings(batch_job(4, {REQ: BLOCK, GROUP: "g"})) if GROUP in x.path]
+    assert (h.severity, h.effect) == ("warning", "note") and "places the PodSet on its own" in h.message
     lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
            "metadata": {"name": "l", "labels": {"kueue.x-k8s.io/queue-name": "gpu"}},
            "spec": {"leaderWorkerTemplate": {"size": 4,
                                              "leaderTemplate": pod_template(annotations={REQ: BLOCK, GROUP: "g"}),
                                              "workerTemplate": pod_template(annotations={REQ: RACK, GROUP: "g"})}}}
-    [m] = [x for x in _findings(lws) if "same required or preferred level" in x.message]
+    [m] = [x for x in _findings(lws) if "topology consistent with" in x.message]
     assert m.path == ("spec.leaderWorkerTemplate.leaderTemplate.metadata.annotations"
                       f'["{GROUP}"], spec.leaderWorkerTemplate.workerTemplate.metadata.annotations["{GROUP}"]')
 
@@ -157,3 +159,41 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, capsys, text: str, messag
     assert main(["job", "check", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_check_agrees_with_kueues_validation_on_the_manifest_table() -> None:
+    from tests.tas_manifests import MANIFESTS, verdict
+    assert len(MANIFESTS) >= 30
+    assert {m.verdict for m in MANIFESTS} == {"accepted", "rejected", "no-workload"}
+    got = {m.name: verdict(lint([workload_of(m.obj, "test")])) for m in MANIFESTS}
+    assert got == {m.name: m.verdict for m in MANIFESTS}
+
+
+def test_where_kueue_accepts_check_says_what_the_scheduler_does() -> None:
+    from tests.tas_manifests import MANIFESTS
+    by_name = {m.name: lint([workload_of(m.obj, "test")]) for m in MANIFESTS}
+    [pairs] = [f for f in by_name["PyTorchJob group of 2 and 3 pods"] if GROUP in f.path]
+    assert (pairs.severity, pairs.effect) == ("error", "stuck") and "Kueue accepts it" in pairs.message
+    assert "treats master as a one-pod leader: it places 1 of its 2 pods" in pairs.message
+    assert "rejects" not in pairs.message
+    [levels] = [f for f in by_name["PyTorchJob group with different levels"] if GROUP in f.path]
+    assert levels.effect == "note" and "places both by worker's request" in levels.message
+    [alone] = [f for f in by_name["group on a Job's only PodSet"] if GROUP in f.path]
+    assert alone.severity == "warning" and "rejects" not in alone.message
+
+
+def test_a_job_without_annotations_says_what_kueue_does_in_its_queue() -> None:
+    plain = batch_job(4)
+    [implied] = [f for f in _findings(plain, tas_only=True) if f.path == ANN]
+    assert "implied TAS" in implied.message and "without topology" not in implied.message
+    [other] = [f for f in _findings(plain, tas_only=False) if f.path == ANN]
+    assert "kube-scheduler places the pods" in other.message
+
+
+def test_multi_layer_levels_and_order_are_checked_against_the_topology() -> None:
+    from tests.tas_manifests import layers
+    wrong_order = batch_job(8, {REQ: BLOCK, LAYERS: layers((HOST, 4), (RACK, 2))})
+    [f] = [f for f in _findings(wrong_order) if f.effect == "pending"]
+    assert f"additional slice layer topology {RACK} must be at a lower level than {HOST}" in f.message
+    unknown = batch_job(8, {REQ: BLOCK, LAYERS: layers(("example.com/zone", 4))})
+    assert [f.effect for f in _findings(unknown) if "zone" in f.message] == ["pending"]

@@ -1,4 +1,8 @@
-"""The `topolabel` command line: parse, dispatch to a subcommand, turn known errors into one clear line."""
+"""The `topolabel` command line: parse, dispatch to a subcommand, turn known errors into one clear line.
+
+Start-up is part of every command's time, so only the chosen command's module is imported and only its flags
+are built (the others are listed by name and help); each command imports what it uses when it runs.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,11 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
-
-from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import TopolabelError
-from labeler.kube import api_error
 
+from . import version
 from .commands import COMMANDS
-from .commands.common import cluster_parent, config_parent, snapshot_parent, source_parent
-from .output import one_line
 
 DEBUG = "TOPOLABEL_DEBUG"
 
@@ -23,39 +22,93 @@ DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarc
 Kueue Topology-Aware Scheduling objects."""
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="topolabel", description=DESCRIPTION)
+class VersionAction(argparse.Action):
+    """`--version`, reading the installed version only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(f"{parser.prog} {version.current()}")
+        parser.exit()
+
+
+class Parents(dict):
+    """Flag groups several commands share, built when a command first asks for one."""
+
+    def __missing__(self, key: str) -> argparse.ArgumentParser:
+        from .commands.common import PARENTS
+
+        value = self[key] = PARENTS[key]()
+        return value
+
+
+def parser(prog: str = "topolabel", command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `command`, only that command's flags are built (completion needs them all)."""
+    top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    top.add_argument("--version", action=VersionAction)
+    top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parents = {"config": config_parent(), "cluster": cluster_parent(), "snapshot": snapshot_parent(),
-               "source": source_parent()}
-    for name in COMMANDS:
-        importlib.import_module(f"{__package__}.commands.{name}").register(sub, parents)
+    parents = Parents()
+    for name, summary in COMMANDS.items():
+        if command in (None, name, "completion"):
+            importlib.import_module(f"{__package__}.commands.{name}").register(sub, parents)
+        else:
+            sub.add_parser(name, help=summary)
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
+def chosen_command(argv: list[str]) -> str | None:
+    """The subcommand named on the command line (the top level takes no option with a value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
     """Run one command. Exit status: 0 ok or up to date; 1 differs, does not fit, or writes failed; 2 bad
     input or an error, always with one line on stderr (README, "Exit status")."""
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser(prog, chosen_command(argv) or "").parse_args(argv)
     try:
         return args.run(args)
     except TopolabelError as exc:
         report(args.command, f"error: {exc}")
-    except ApiException as exc:
-        report(args.command, f"Kubernetes API error: {api_error(exc)}")
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - a bug still ends in one line and exit 2, never 1
+        message = kube_error(exc)
+        if message is not None:
+            report(args.command, f"Kubernetes API error: {message}")
+            return 2
         report(args.command, f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
                              f"with the traceback that {DEBUG}=1 prints)")
         if os.environ.get(DEBUG):
+            import traceback
+
             traceback.print_exc()
     return 2
 
 
 def report(command: str, message: str) -> None:
     """One line on stderr, however many lines the message had (a node name may hold a newline)."""
+    from .output import one_line
+
     print(f"topolabel {command}: {one_line(message)}", file=sys.stderr)
+
+
+def kube_error(exc: Exception) -> str | None:
+    """The one-line reason of a Kubernetes API error; None for anything else. A command that talked to a
+    cluster has the client loaded already, so other commands never import it just to check."""
+    exceptions = sys.modules.get("kubernetes.client.exceptions")
+    if exceptions is None or not isinstance(exc, exceptions.ApiException):
+        return None
+    from labeler.kube import api_error
+
+    return api_error(exc)
+
+
+def kubectl_main() -> int:
+    """The `kubectl-topolabel` plugin: `kubectl topolabel plan ...` runs `topolabel plan ...`."""
+    return main(prog="kubectl topolabel")
 
 
 if __name__ == "__main__":

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from labeler.config import Config
+from labeler.config import Config, load_config, parse_config
 from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
 from labeler.documents import read_document
+from labeler.names import snake
 from labeler.nodes import Node
 from labeler.placement import level_keys, snapshot_from_dict, to_snapshot
-from providers.base import Source, SourceContext, snake
-from providers.registry import get_source
+from labeler.progress import Progress, quiet
+from providers.base import Source, SourceContext
+from providers.registry import get_source, option_models
+
+
+def read_config(path: str | None) -> Config:
+    """topolabel.yaml (defaults when None), every problem reported at once, the source's options included."""
+    return load_config(path, option_models())
+
+
+def parse_spec(data: Any, origin: str) -> Config:
+    """A config given as data (a TopologyLabeler's spec), checked like `read_config`."""
+    return parse_config(data, origin, option_models())
 
 
 def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[str, Any]]:
@@ -30,13 +42,17 @@ def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[
 
 
 def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
-             origin: str = "source") -> Snapshot:
-    return place(cfg, run_source(source, options, nodes, origin), nodes)
+             origin: str = "source", cluster: Callable[[], Any] | None = None,
+             progress: Progress = quiet) -> Snapshot:
+    return place(cfg, run_source(source, options, nodes, origin, cluster, progress), nodes)
 
 
-def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source") -> Discovery:
-    """The source's raw answer; the operator keeps it to merge per-node answers into the last good one."""
-    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin))
+def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source",
+               cluster: Callable[[], Any] | None = None, progress: Progress = quiet) -> Discovery:
+    """The source's raw answer; the operator keeps it to merge per-node answers into the last good one.
+    `cluster` gives an API client to sources that read more than Nodes (the published InfiniBand fabric)."""
+    return source.discover(SourceContext(nodes=nodes, options=options, origin=origin, cluster=cluster,
+                                         progress=progress))
 
 
 def place(cfg: Config, found: Discovery, nodes: Sequence[Node] = ()) -> Snapshot:

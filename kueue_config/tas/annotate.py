@@ -16,8 +16,8 @@ from ruamel.yaml.comments import CommentedMap
 
 from labeler.errors import TopologyError
 
-from .workloads import (GROUP_NAME, MODES, PREFERRED, QUEUE_LABEL, REQUIRED, SLICE_REQUIRED, SLICE_SIZE,
-                        TAS_ANNOTATIONS, PodSet, Workload, lookup, path_str)
+from .workloads import (GROUP_NAME, MODES, PREFERRED, QUEUE_LABEL, REQUIRED, SLICE_CONSTRAINTS, SLICE_REQUIRED,
+                        SLICE_SIZE, TAS_ANNOTATIONS, Path, PodSet, Workload, lookup, path_str)
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,16 @@ class TASRequest:
     slice_level: str | None = None
 
 
-def _mapping(parent: Any, key: str, after: Sequence[str] = ()) -> Any:
-    """parent[key], created as an empty mapping right after the last of `after` present (else at the end)."""
+def _mapping(parent: Any, key: str, after: Sequence[str] = (), before: Sequence[str] = ()) -> Any:
+    """parent[key], created as an empty mapping right after the last of `after` present, else right before the
+    first of `before` present (a new pod template `metadata` goes before its `spec`), else at the end."""
     if parent.get(key) is None:
-        anchor = [i for i, k in enumerate(parent) if k in after]
-        if anchor and hasattr(parent, "insert"):
-            parent.insert(max(anchor) + 1, key, CommentedMap())
+        keys = list(parent)
+        after_at = [i + 1 for i, k in enumerate(keys) if k in after]
+        before_at = [i for i, k in enumerate(keys) if k in before]
+        at = max(after_at) if after_at else min(before_at) if before_at else None
+        if at is not None and hasattr(parent, "insert"):
+            parent.insert(at, key, CommentedMap())
         else:
             parent[key] = CommentedMap()
     return parent[key]
@@ -53,6 +57,13 @@ def _drop(meta: Any, keys: Sequence[str], section: str = "annotations") -> list[
     if removed and not found:
         del meta[section]
     return removed
+
+
+def _drop_empty(obj: Any, path: Path) -> None:
+    """Remove the mapping at `path` if nothing is left in it (a `metadata: {}` the user did not write)."""
+    parent = lookup(obj, path[:-1])
+    if parent is not None and path[-1] in parent and not parent[path[-1]]:
+        del parent[path[-1]]
 
 
 def _slice_targets(podsets: list[PodSet], size: int, ref: str) -> list[PodSet]:
@@ -99,15 +110,18 @@ def annotate(workload: Workload, request: TASRequest, keys: Sequence[str] | None
     for path in workload.inner_meta:
         for key in _drop(lookup(workload.obj, path), TAS_ANNOTATIONS):
             notes.append(f"{workload.ref}: removed {key} from {path_str(path)} (Kueue reads pod templates only)")
+        _drop_empty(workload.obj, path)
 
     podsets = [ps for ps in workload.podsets if ps.annotatable]
     sliced = _slice_targets(podsets, request.slice_size, workload.ref) if request.slice_size else []
     pair = None if sliced else group_pair(podsets)
     mode = PREFERRED if request.preferred else REQUIRED
     for ps in podsets:
-        tmeta = _mapping(ps.template, "metadata")
-        _drop(tmeta, [*MODES, SLICE_REQUIRED, SLICE_SIZE, GROUP_NAME])
+        tmeta = _mapping(ps.template, "metadata", before=("spec",))
+        replaced = _drop(tmeta, [*MODES, SLICE_REQUIRED, SLICE_SIZE, SLICE_CONSTRAINTS, GROUP_NAME])
         _drop(tmeta, [QUEUE_LABEL], "labels")
+        if replaced:
+            notes.append(f"{workload.ref}: PodSet {ps.name}: replaced {', '.join(replaced)}")
         notes_for = [f"{mode}={request.level}"]
         values: dict[str, str] = {mode: request.level}
         if ps in sliced:
@@ -125,6 +139,7 @@ def annotate(workload: Workload, request: TASRequest, keys: Sequence[str] | None
                      + "; ".join(notes_for))
     for ps in workload.podsets:
         if not ps.annotatable:
-            notes.append(f"{workload.ref}: PodSet {ps.name} ({ps.count} pod) has no template in the file; Kueue "
-                         "places it without a topology constraint")
+            notes.append(f"{workload.ref}: PodSet {ps.name} ({ps.count} pod) has no template in the file to annotate;"
+                         " if every flavor of the queue is a TAS flavor Kueue places it anywhere in the Topology "
+                         "(implied TAS), else kube-scheduler does")
     return notes

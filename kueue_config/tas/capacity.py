@@ -1,14 +1,17 @@
 """Free capacity per node, pod requests, and the node checks Kueue's TAS makes before placing a pod.
 
 Amounts are integers in Kueue's units: CPU in millicores, everything else rounded up to whole units.
-Free capacity is allocatable minus the requests of the pods bound to the node and not finished
-(Kueue's non-TAS usage); a pod with TAS annotations also takes one `pods` slot, as Kueue counts for
-admitted TAS workloads.
+Free capacity is allocatable minus what every pod bound to the node and not finished holds: its requests
+and one `pods` slot. Kueue gets there by two roads - a non-TAS pod (DaemonSets, static pods, anything
+without TAS annotations) through its non-TAS usage cache, which charges requests plus one slot; a TAS
+pod through its admitted Workload's topology assignment, which charges the same - so from the pods
+alone the sum is the same.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,9 +22,11 @@ from labeler.errors import InputError, TopologyError
 from labeler.nodes import Node, list_items
 
 from ..quantities import parse
-from .workloads import MODES, check_metadata, check_pod_spec
+from .workloads import check_metadata, check_pod_spec
 
 PODS = "pods"
+POD_LEVEL = ("cpu", "memory")
+HUGEPAGES = "hugepages-"
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -50,10 +55,26 @@ def _max_into(total: Resources, other: Mapping[str, int]) -> None:
 
 
 def container_requests(container: Mapping[str, Any]) -> Resources:
-    """Requests, with limits standing in for missing requests (as the API server and Kueue default them)."""
+    """Requests, with limits standing in for missing requests (as the API server and Kueue default them).
+
+    The answer is shared between containers asking the same (50,000 pods have a few dozen shapes), so
+    callers read it and never change it."""
     resources = container.get("resources") or {}
-    out = resource_list(resources.get("limits"))
-    out.update(resource_list(resources.get("requests")))
+    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+    try:
+        return _requests_of(tuple(limits.items()), tuple(requests.items()))
+    except TypeError:  # an unhashable quantity (a malformed file): reported by resource_list, not cached
+        return _merged(limits, requests)
+
+
+@lru_cache(maxsize=4096)
+def _requests_of(limits: tuple[tuple[Any, Any], ...], requests: tuple[tuple[Any, Any], ...]) -> Resources:
+    return _merged(dict(limits), dict(requests))
+
+
+def _merged(limits: Mapping[str, Any], requests: Mapping[str, Any]) -> Resources:
+    out = resource_list(limits)
+    out.update(resource_list(requests))
     return out
 
 
@@ -61,7 +82,8 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     """A pod's effective requests, as Kubernetes computes them (`resourcehelpers.PodRequests`).
 
     Containers add up; a sidecar (init container with restartPolicy Always) adds to them and to every
-    later init container; the largest init step wins if larger; the RuntimeClass overhead is added.
+    later init container; the largest init step wins if larger; pod-level requests (cpu, memory,
+    hugepages) replace the containers' sum; the RuntimeClass overhead is added.
     """
     total: Resources = {}
     for container in spec.get("containers") or []:
@@ -79,24 +101,30 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
             _add(step, sidecars)
         _max_into(init_peak, step)
     _max_into(total, init_peak)
+    pod_level = resource_list(((spec.get("resources") or {}).get("requests")))
+    total.update({k: v for k, v in pod_level.items() if k in POD_LEVEL or k.startswith(HUGEPAGES)})
     _add(total, resource_list(spec.get("overhead")))
     return total
 
 
 @dataclass(frozen=True)
 class PodUsage:
-    """A pod that holds capacity on a node: where, how much, and whether it is a TAS pod."""
+    """A pod that holds capacity on a node: where and how much (its requests; the slot is added later)."""
 
     node: str
     requests: Mapping[str, int]
-    tas: bool
 
 
 def parse_pods(data: Any, origin: str) -> list[PodUsage]:
     """Bound, unfinished pods from `kubectl get pods -A -o yaml|json` (a List) or a list of Pods."""
+    return pods_from_items(list_items(data, "Pod", origin), origin)
+
+
+def pods_from_items(items: Iterable[Any], origin: str) -> list[PodUsage]:
+    """Bound, unfinished pods from Pod objects, keeping only where each runs and what it holds."""
     out = []
-    for i, item in enumerate(list_items(data, "Pod", origin)):
-        if not isinstance(item, Mapping) or item.get("kind", "Pod") != "Pod":
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":  # JSON and YAML give dicts
             raise TopologyError(f"{origin}: item {i} is not a Pod")
         try:
             check_metadata(item.get("metadata"), f"{origin}: item {i} metadata")
@@ -108,12 +136,11 @@ def parse_pods(data: Any, origin: str) -> list[PodUsage]:
         node = spec.get("nodeName")
         if not node or phase in TERMINAL_PHASES:
             continue
-        annotations = (item.get("metadata") or {}).get("annotations") or {}
         try:
             requests = pod_requests(spec)
         except ValueError as exc:
             raise TopologyError(f"{origin}: item {i}: {exc}") from None
-        out.append(PodUsage(str(node), requests, any(m in annotations for m in MODES)))
+        out.append(PodUsage(str(node), requests))
     return out
 
 
@@ -129,12 +156,14 @@ def allocatable(nodes: Sequence[Node]) -> dict[str, Resources]:
 
 
 def free_capacity(nodes: Sequence[Node], pods: Iterable[PodUsage]) -> dict[str, Resources]:
-    """Allocatable minus what bound pods request, per node name (pods on unknown nodes are ignored)."""
+    """Allocatable minus what bound pods hold (requests and one `pods` slot each), per node name.
+
+    Pods on nodes not in `nodes` are ignored.
+    """
     used: dict[str, Resources] = defaultdict(dict)
     for pod in pods:
         _add(used[pod.node], pod.requests)
-        if pod.tas:
-            _add(used[pod.node], {PODS: 1})
+        _add(used[pod.node], {PODS: 1})
     free = allocatable(nodes)
     for name, capacity in free.items():
         for key, value in used.get(name, {}).items():
@@ -163,8 +192,19 @@ def taint_string(taint: Mapping[str, Any]) -> str:
     return text + (f":{taint['effect']}" if taint.get("effect") else "")
 
 
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)\Z", re.ASCII)
+
+
+def _decimal(text: str) -> int | None:
+    """A taint or toleration value Kubernetes compares with Lt/Gt: a decimal int64 without leading zeros."""
+    if not _DECIMAL.match(text) or text == "-0":
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """Kubernetes' ToleratesTaint: effect and key match, and Exists or an equal value."""
+    """Kubernetes' ToleratesTaint: effect and key match, and Exists, an equal value, or Lt/Gt numerically."""
     if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
         return False
     if toleration.get("key") and toleration.get("key") != taint.get("key"):
@@ -172,6 +212,11 @@ def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     operator = toleration.get("operator") or "Equal"
     if operator == "Exists":
         return True
+    if operator in ("Lt", "Gt"):
+        bound, value = _decimal(str(toleration.get("value") or "")), _decimal(str(taint.get("value") or ""))
+        if bound is None or value is None:
+            return False
+        return value < bound if operator == "Lt" else value > bound
     return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
 
 
@@ -204,10 +249,18 @@ def _expression_matches(labels: Mapping[str, str], expr: Mapping[str, Any]) -> b
     return False
 
 
-def affinity_matches(labels: Mapping[str, str], required: Mapping[str, Any] | None) -> bool:
-    """Required node affinity: any term matches when all its label expressions do (fields are not read)."""
+def _term_matches(labels: Mapping[str, str], node_name: str, term: Mapping[str, Any]) -> bool:
+    """One node selector term: every label expression and field (only `metadata.name`) matches; empty never does."""
+    expressions, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
+    if not expressions and not fields:
+        return False
+    names = {"metadata.name": node_name}
+    return (all(_expression_matches(labels, e) for e in expressions)
+            and all(f.get("key") in names and _expression_matches(names, f) for f in fields))
+
+
+def affinity_matches(labels: Mapping[str, str], required: Mapping[str, Any] | None, node_name: str = "") -> bool:
+    """Required node affinity (`nodeaffinity.NewNodeSelector`): any of its terms matches."""
     if not required:
         return True
-    terms = required.get("nodeSelectorTerms") or []
-    return any(all(_expression_matches(labels, e) for e in term.get("matchExpressions") or [])
-               for term in terms)
+    return any(_term_matches(labels, node_name, term) for term in required.get("nodeSelectorTerms") or [])

@@ -1,10 +1,12 @@
 """Kueue v0.19's placement of one PodSet (and its leader) in a TAS tree.
 
-The algorithm follows `pkg/cache/scheduler/tas_flavor_snapshot.go` (TASProfileMixed on, as by default):
-phase 1 counts, per leaf, how many pods (and leaders) fit in its free capacity and rolls the counts up;
-phase 2 picks domains at the requested level - the one with most free capacity, or with BestFit the
-tightest one that still holds everything - climbs a level for `preferred` when none does, and walks down
-choosing the fewest domains per level, tightest fit for the last. Unconstrained and implied PodSets use
+The algorithm follows `pkg/cache/scheduler/tas_flavor_snapshot.go` at default feature gates (TASProfileMixed
+and TASMultiLayerTopology on, balanced placement off): phase 1 counts, per leaf, how many pods (and
+leaders) fit in its free capacity and rolls the counts up, rounding each child down to the inner slice
+size where a multi-layer request has one; phase 2 picks domains at the requested level - the one with
+most free capacity, or with BestFit the tightest one that still holds everything - climbs a level for
+`preferred` when none does, and walks down choosing the fewest domains per level, tightest fit for the
+last, in multiples of each slice layer. Unconstrained, slice-only and implied PodSets use
 LeastFreeCapacity instead. Taints, nodeSelector and required node affinity are checked only when
 `kubernetes.io/hostname` is the lowest level, as in Kueue.
 """
@@ -14,63 +16,58 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from .annotations import Constraint, TopologyRequest
 from .capacity import PODS, Resources, affinity_matches, count_in, pod_requests, taint_string, untolerated_taint
 from .tree import Domain, Leaf, TASTree
-from .workloads import GROUP_NAME, PREFERRED, REQUIRED, SLICE_REQUIRED, SLICE_SIZE, UNCONSTRAINED, PodSet, ascii_int
+from .workloads import PodSet
 
 INF = 2**31 - 1
-TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 
 
 @dataclass
 class PodSetRequest:
-    """One PodSet as Kueue's TAS sees it (the Workload's `PodSetTopologyRequest` plus its pod needs)."""
+    """One PodSet as Kueue's TAS sees it (the Workload's `TASPodSetRequests`)."""
 
     name: str
     count: int
     requests: Resources
-    mode: str  # required | preferred | unconstrained | slices-only | implied | invalid
-    level: str | None
-    slice_level: str | None = None
-    slice_size: int = 1
-    group: str | None = None
+    topology: TopologyRequest
+    implied: bool = False
     spec: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def group(self) -> str | None:
+        return self.topology.group
+
+    @property
     def required(self) -> bool:
-        return self.mode == "required"
+        return self.topology.required is not None
 
     @property
     def unconstrained(self) -> bool:
-        return self.mode in ("unconstrained", "slices-only", "implied")
+        """Kueue's `isUnconstrained`: LeastFreeCapacity, no climbing."""
+        return bool(self.topology.unconstrained) or self.implied or self.topology.slice_only
+
+    @property
+    def mode(self) -> str:
+        """What a person calls the request: required, preferred, unconstrained, slices-only or implied."""
+        t = self.topology
+        if t.required is not None:
+            return "required"
+        if t.preferred is not None:
+            return "preferred"
+        if t.slice_only:
+            return "slices-only"
+        if t.unconstrained is not None:
+            return "unconstrained" if t.unconstrained else "unconstrained=false"
+        return "implied"
+
+    def level(self, keys: tuple[str, ...]) -> str | None:
+        return self.topology.level_key(keys, self.implied)
 
 
-def podset_request(ps: PodSet, keys: Sequence[str], tas_only: bool = True) -> PodSetRequest | None:
-    """Kueue's topology request for a PodSet (`NewPodSetTopologyRequest(...).Build()` and `levelKey`).
-
-    None when the PodSet does not use TAS (no annotation, and the ClusterQueue is not TAS-only).
-    """
-    ann = ps.annotations
-    slice_level, slice_size = None, 1
-    size = ascii_int(ann.get(SLICE_SIZE)) if SLICE_REQUIRED in ann else None
-    if size is not None:
-        slice_level, slice_size = str(ann[SLICE_REQUIRED]), max(size, 1)
-    if REQUIRED in ann:
-        mode, level = "required", str(ann[REQUIRED])
-    elif PREFERRED in ann:
-        mode, level = "preferred", str(ann[PREFERRED])
-    elif UNCONSTRAINED in ann:
-        truthy = str(ann[UNCONSTRAINED]) in TRUE
-        mode, level = ("unconstrained", keys[-1]) if truthy else ("invalid", None)
-    elif slice_level:
-        mode, level = "slices-only", keys[0]
-    elif tas_only:
-        mode, level = "implied", keys[-1]
-    else:
-        return None
-    group = str(ann[GROUP_NAME]) if GROUP_NAME in ann and mode in ("required", "preferred") else None
-    return PodSetRequest(ps.name, ps.count, pod_requests(ps.spec), mode, level, slice_level, slice_size, group,
-                         ps.spec)
+def podset_request(ps: PodSet, topology: TopologyRequest, implied: bool) -> PodSetRequest:
+    return PodSetRequest(ps.name, ps.count, pod_requests(ps.spec), topology, implied, ps.spec)
 
 
 @dataclass
@@ -95,12 +92,11 @@ class Stats:
 
 
 class NoFit(Exception):
-    """The PodSet cannot be placed; `fit_count` of `total` units (pods or slices) fit."""
+    """The PodSet cannot be placed; the message is Kueue's (`most`: pods the best domain at the level holds)."""
 
-    def __init__(self, reason: str, fit_count: int = 0, total: int = 0, unit: str = "pod") -> None:
+    def __init__(self, reason: str, most: int = 0) -> None:
         super().__init__(reason)
-        self.fit_count, self.total, self.unit = fit_count, total, unit
-        self.most = 0  # pods that fit in the best domain at the requested level
+        self.most = most
 
 
 @dataclass
@@ -128,36 +124,66 @@ def _sub(free: Resources, used: Mapping[str, int] | None) -> Resources:
     return out
 
 
+@dataclass
+class _Query:
+    """One run's parameters (Kueue's `topologyAssignmentParameters`)."""
+
+    count: int
+    leaders: int
+    size: int
+    level_idx: int
+    slice_idx: int
+    required: bool
+    unconstrained: bool  # no climbing to a higher level
+    lfc: bool  # LeastFreeCapacity (unconstrained, with TASProfileMixed)
+    inner: dict[int, int]  # level index -> inner slice size (multi-layer)
+    layers: tuple[Constraint, ...]
+
+    @property
+    def needed(self) -> int:
+        return self.count // self.size
+
+
 class Placer:
     """Runs Kueue's algorithm for one PodSet group on a tree, with usage assumed by earlier groups."""
 
     def __init__(self, tree: TASTree, topology: str, tolerations: Sequence[Mapping[str, Any]],
-                 assumed: dict[str, Resources]) -> None:
+                 assumed: dict[str, Resources], admitted: Mapping[str, Resources] | None = None,
+                 profile_mixed: bool = True) -> None:
         self.tree = tree
         self.topology = topology
         self.flavor_tolerations = list(tolerations)
-        self.assumed = assumed
+        self.assumed = assumed  # what earlier groups of this Workload took
+        self.admitted = admitted or {}  # what Workloads admitted before this one hold
+        self.profile_mixed = profile_mixed
 
     # phase 1 ------------------------------------------------------------------------------------------
     def _feasible(self, leaf: Leaf, tolerations: Sequence[Mapping[str, Any]], selector: Mapping[str, Any],
-                  affinity: Mapping[str, Any] | None, stats: Stats) -> bool:
+                  affinity: Mapping[str, Any] | None, stats: Stats,
+                  blocking: dict[tuple[int, ...], Mapping[str, Any] | None]) -> bool:
+        """Kueue's node checks for one leaf. `blocking` remembers the untolerated taint per set of taint
+        objects: nodes read by one NodeReader share them, so 10,000 nodes cost a handful of checks."""
         if not self.tree.hostname_lowest or leaf.node is None:
             return True
         node = leaf.node
-        taint = untolerated_taint(node.taints, tolerations)
+        ids = tuple(map(id, node.taints))
+        if ids in blocking:
+            taint = blocking[ids]
+        else:
+            taint = blocking[ids] = untolerated_taint(node.taints, tolerations)
         if taint is not None:
             key = taint_string(taint)
             stats.taints[key] = stats.taints.get(key, 0) + 1
             return False
-        if any(node.labels.get(k) != str(v) for k, v in selector.items()):
+        if selector and any(node.labels.get(k) != str(v) for k, v in selector.items()):
             stats.node_selector += 1
             return False
-        if not affinity_matches(node.labels, affinity):
+        if affinity and not affinity_matches(node.labels, affinity, node.name):
             stats.affinity += 1
             return False
         return True
 
-    def fill(self, workers: PodSetRequest, leader: PodSetRequest | None, slice_idx: int, stats: Stats) -> None:
+    def fill(self, workers: PodSetRequest, leader: PodSetRequest | None, q: _Query, stats: Stats) -> None:
         needs = sorted({**workers.requests, PODS: workers.requests.get(PODS, 0) + 1}.items())
         leader_map = {**leader.requests, PODS: leader.requests.get(PODS, 0) + 1} if leader else None
         leader_needs = sorted(leader_map.items()) if leader_map else None
@@ -170,42 +196,51 @@ class Placer:
             for domain in level.values():
                 domain.reset()
         stats.total += len(self.tree.leaves)
+        blocking: dict[tuple[int, ...], Mapping[str, Any] | None] = {}
+        assumed = self.assumed
         for leaf in self.tree.leaves.values():
-            if not self._feasible(leaf, tolerations, selector, affinity, stats):
+            if not self._feasible(leaf, tolerations, selector, affinity, stats, blocking):
                 continue
-            remaining = _sub(leaf.free, self.assumed.get(leaf.id))
+            remaining = _sub(_sub(leaf.free, self.admitted.get(leaf.id)), assumed.get(leaf.id))
             leaf.pods, limiting = count_in(needs, remaining)
             if leaf.pods == 0 and limiting:
                 stats.resources[limiting] = stats.resources.get(limiting, 0) + 1
-            if leader_needs is not None and count_in(leader_needs, remaining)[0] > 0:
+            if leader_needs is None:
+                leaf.pods_wl = leaf.pods  # nothing set aside for a leader: the same count
+                continue
+            if count_in(leader_needs, remaining)[0] > 0:
                 leaf.leaders = 1
                 remaining = _sub(remaining, leader_map)
             leaf.pods_wl = count_in(needs, remaining)[0]
         for root in self.tree.roots:
-            self._roll_up(root, 0, slice_idx, workers.slice_size, leader is not None)
+            self._roll_up(root, 0, q, leader is not None)
 
-    def _roll_up(self, d: Domain, level: int, slice_idx: int, size: int, leader_required: bool) -> None:
+    def _roll_up(self, d: Domain, level: int, q: _Query, leader_required: bool) -> None:
         if not d.children:
-            if level == slice_idx:
-                d.slices, d.slices_wl = d.pods // size, d.pods_wl // size
+            if level == q.slice_idx:
+                d.slices, d.slices_wl = d.pods // q.size, d.pods_wl // q.size
             return
         pods = slices = leaders = 0
         min_pods_diff = min_slices_diff = INF
         contributor = False
+        inner = q.inner.get(level + 1)
         for child in d.children:
-            self._roll_up(child, level + 1, slice_idx, size, leader_required)
-            pods += child.pods
+            self._roll_up(child, level + 1, q, leader_required)
+            child_pods, child_wl = child.pods, child.pods_wl
+            if inner:
+                child_pods, child_wl = child_pods // inner * inner, child_wl // inner * inner
+            pods += child_pods
             slices += child.slices
             if not leader_required or child.leaders > 0:
                 contributor = True
-                min_pods_diff = min(min_pods_diff, child.pods - child.pods_wl)
+                min_pods_diff = min(min_pods_diff, child_pods - child_wl)
                 min_slices_diff = min(min_slices_diff, child.slices - child.slices_wl)
             leaders = max(leaders, child.leaders)
         d.pods, d.leaders = pods, leaders
         d.pods_wl = pods - min_pods_diff if contributor else 0
         slices_wl = slices - min_slices_diff if contributor else 0
-        if level == slice_idx:
-            slices, slices_wl = d.pods // size, d.pods_wl // size
+        if level == q.slice_idx:
+            slices, slices_wl = d.pods // q.size, d.pods_wl // q.size
         d.slices, d.slices_wl = slices, slices_wl
 
     # ordering -----------------------------------------------------------------------------------------
@@ -250,62 +285,93 @@ class Placer:
             return domains if i == 0 else [d, *domains[:i], *domains[i + 1:]]
         return domains
 
+    # messages -----------------------------------------------------------------------------------------
+    def _not_fit(self, q: _Query, level_idx: int, fit: int, stats: Stats) -> NoFit:
+        most = max((d.pods for d in self.tree.levels[q.level_idx].values()), default=0)
+        if len(q.layers) > 1:
+            return NoFit(self._multi_layer_message(level_idx, q) + stats.text(), most)
+        return NoFit(not_fit_message(self.topology, fit, q.needed, "slice" if q.size > 1 else "pod") + stats.text(),
+                     most)
+
+    def _slices_below(self, d: Domain, level: int, target: int, size: int) -> int:
+        if level == target:
+            return d.pods // size
+        return sum(self._slices_below(c, level + 1, target, size) for c in d.children)
+
+    def _multi_layer_message(self, level_idx: int, q: _Query) -> str:
+        """Kueue's `multiLayerNotFitMessage`: slices that fit per layer in the domain with most slices."""
+        text = f'topology "{self.topology}" doesn\'t allow to fit'
+        domains = list(self.tree.levels[level_idx].values())
+        if not domains:
+            return text
+        best = min(domains, key=lambda d: (-d.slices, self._domain_id(d)))
+        for layer in q.layers:
+            if layer.topology not in self.tree.keys:
+                continue
+            target = self.tree.keys.index(layer.topology)
+            fit = self._slices_below(best, level_idx, target, layer.size)
+            text += f"; {fit}/{q.count // layer.size} slice(s) fit on level {layer.topology}"
+        return text
+
+    def _domain_id(self, d: Domain) -> str:
+        """Kueue's domain ID: the hostname alone for a hostname leaf, else the values joined by commas."""
+        if self.tree.hostname_lowest and len(d.values) == len(self.tree.keys):
+            return d.values[-1]
+        return ",".join(d.values)
+
     # phase 2 ------------------------------------------------------------------------------------------
-    def find_level(self, idx: int, count: int, leaders: int, size: int, required: bool,
-                   lfc: bool) -> tuple[int, list[Domain]]:
+    def find_level(self, idx: int, q: _Query, stats: Stats) -> tuple[int, list[Domain]]:
         domains = list(self.tree.levels[idx].values())
         if not domains:
             raise NoFit(f"no topology domains at level: {self.tree.keys[idx]}")
-        ordered = self.sorted_with_leader(domains, lfc)
+        ordered = self.sorted_with_leader(domains, q.lfc)
         top = ordered[0]
-        needed = count // size
-        unit = "slice" if size > 1 else "pod"
-        if not lfc and top.slices_wl >= needed and top.leaders >= leaders:
+        needed, leaders = q.needed, q.leaders
+        if not q.lfc and top.slices_wl >= needed and top.leaders >= leaders:
             top = self.best_fit(ordered, needed, leaders, True)
-        if lfc:
+        if q.lfc:
             for d in ordered:
                 if leaders > 0 and d.leaders < leaders:
                     continue
                 if (d.slices_wl if leaders > 0 else d.slices) >= needed:
                     return idx, [d]
-            if required:
-                raise NoFit("", ordered[-1].pods, needed, unit)
+            if q.required:
+                raise self._not_fit(q, idx, ordered[-1].pods, stats)
         if top.slices_wl < needed or top.leaders < leaders:
-            if required:
-                raise NoFit("", top.slices, needed, unit)
-            if idx > 0 and not lfc:
-                return self.find_level(idx - 1, count, leaders, size, required, lfc)
-            return idx, self._spread(ordered, count, leaders, size, lfc)
+            if q.required:
+                raise self._not_fit(q, idx, top.slices, stats)
+            if idx > 0 and not q.unconstrained:
+                return self.find_level(idx - 1, q, stats)
+            return idx, self._spread(ordered, q, idx, stats)
         return idx, [top]
 
-    def _spread(self, ordered: list[Domain], count: int, leaders: int, size: int, lfc: bool) -> list[Domain]:
+    def _spread(self, ordered: list[Domain], q: _Query, idx: int, stats: Stats) -> list[Domain]:
         """Several domains at the top level: leaders first, then the most free (or, LFC, least free) ones."""
-        needed = count // size
-        unit = "slice" if size > 1 else "pod"
-        ordered = self.prioritize_leader(ordered, count, leaders, size, True)
+        needed = q.needed
+        ordered = self.prioritize_leader(ordered, q.count, q.leaders, q.size, True)
         results: list[Domain] = []
-        remaining, remaining_leaders = needed, leaders
-        idx = 0
-        while remaining_leaders > 0 and idx < len(ordered) and ordered[idx].leaders > 0:
-            d = ordered[idx]
-            if not lfc and d.slices_wl >= remaining:
-                d = self.best_fit(ordered[idx:], remaining, remaining_leaders, True)
+        remaining, remaining_leaders = needed, q.leaders
+        i = 0
+        while remaining_leaders > 0 and i < len(ordered) and ordered[i].leaders > 0:
+            d = ordered[i]
+            if not q.lfc and d.slices_wl >= remaining:
+                d = self.best_fit(ordered[i:], remaining, remaining_leaders, True)
             results.append(d)
             remaining_leaders -= d.leaders
             remaining -= d.slices_wl
-            idx += 1
+            i += 1
         if remaining_leaders > 0:
-            raise NoFit("", leaders - remaining_leaders, needed, unit)
-        rest = self.sorted_domains(ordered[idx:], lfc)
-        for i, d in enumerate(rest):
+            raise self._not_fit(q, idx, q.leaders - remaining_leaders, stats)
+        rest = self.sorted_domains(ordered[i:], q.lfc)
+        for j, d in enumerate(rest):
             if remaining <= 0:
                 break
-            if not lfc and d.slices >= remaining:
-                d = self.best_fit(rest[i:], remaining, 0, True)
+            if not q.lfc and d.slices >= remaining:
+                d = self.best_fit(rest[j:], remaining, 0, True)
             results.append(d)
             remaining -= d.slices
         if remaining > 0:
-            raise NoFit("", needed - remaining, needed, unit)
+            raise self._not_fit(q, idx, needed - remaining, stats)
         return results
 
     def _consume_with_leaders(self, d: Domain, rest: Sequence[Domain], remaining: list[int], lfc: bool,
@@ -345,8 +411,6 @@ class Placer:
         domains = self.prioritize_leader(domains, count, leaders, size, slices)
         remaining = [count // size if slices else count, leaders]
         result: list[Domain] = []
-        if not domains and remaining == [0, 0]:
-            return result
         for i, d in enumerate(domains):
             if remaining[1] > 0:
                 d, done = self._consume_with_leaders(d, domains[i:], remaining, lfc, size if slices else 1, slices)
@@ -369,43 +433,72 @@ class Placer:
                 d.pods = d.slices * size
             remaining[0] -= have(d)
             result.append(d)
-        raise NoFit(f"internal: {remaining[0]} unit(s) left after walking {len(domains)} domain(s)")
+        # Kueue logs "unexpected remainingCount" and places nothing; an empty PodSet ends here too
+        if remaining[0] > 0:
+            raise NoFit(f"internal: {remaining[0]} unit(s) left after walking {len(domains)} domain(s)")
+        return result
+
+    def _query(self, workers: PodSetRequest, leader: PodSetRequest | None) -> _Query:
+        """Kueue's checks before phase 1, in its order, with its messages."""
+        keys = self.tree.keys
+        layers = workers.topology.constraints
+        size = layers[0].size if layers else 1
+        if size <= 0:
+            raise NoFit("slice topology requested, but slice size not provided")
+        level = workers.level(keys)
+        if level is None:
+            raise NoFit("topology level not specified")
+        if level not in keys:
+            raise NoFit(f"no requested topology level: {level}")
+        slice_key = layers[0].topology if layers else keys[-1]
+        if slice_key not in keys:
+            raise NoFit(f"no requested topology level for slices: {slice_key}")
+        level_idx, slice_idx = keys.index(level), keys.index(slice_key)
+        if level_idx > slice_idx:
+            raise NoFit(f"podset slice topology {slice_key} is above the podset topology {level}")
+        inner: dict[int, int] = {}
+        prev_size, prev_idx = size, slice_idx
+        for layer in layers[1:]:
+            if layer.topology not in keys:
+                raise NoFit(f"no requested topology level for additional slice layer: {layer.topology}")
+            idx = keys.index(layer.topology)
+            if idx <= prev_idx:
+                raise NoFit(f"additional slice layer topology {layer.topology} must be at a lower level than "
+                            f"{keys[prev_idx]}")
+            if layer.size <= 0 or prev_size % layer.size:
+                raise NoFit(f"additional slice layer size {layer.size} must evenly divide parent layer size "
+                            f"{prev_size}")
+            for lvl in range(prev_idx + 1, idx + 1):
+                inner[lvl] = layer.size
+            prev_size, prev_idx = layer.size, idx
+        unconstrained = workers.unconstrained
+        return _Query(workers.count, 1 if leader else 0, size, level_idx, slice_idx, workers.required,
+                      unconstrained, unconstrained and self.profile_mixed, inner, layers if inner else ())
 
     def place(self, workers: PodSetRequest, leader: PodSetRequest | None) -> tuple[Placement, int, Stats]:
         """Phase 1 and 2 for one group; returns the placement, the most pods in one domain, and the stats."""
         keys = self.tree.keys
         stats = Stats()
-        if workers.level is None:
-            raise NoFit("topology level not specified")
-        if workers.level not in keys:
-            raise NoFit(f"no requested topology level: {workers.level}")
-        level_idx = keys.index(workers.level)
-        slice_key = workers.slice_level or keys[-1]
-        if slice_key not in keys:
-            raise NoFit(f"no requested topology level for slices: {slice_key}")
-        slice_idx = keys.index(slice_key)
-        if level_idx > slice_idx:
-            raise NoFit(f"podset slice topology {slice_key} is above the podset topology {workers.level}")
-        leaders = 1 if leader else 0
-        lfc, size = workers.unconstrained, workers.slice_size
-        self.fill(workers, leader, slice_idx, stats)
-        most = max((d.pods for d in self.tree.levels[level_idx].values()), default=0)
-        try:
-            fit_idx, current = self.find_level(level_idx, workers.count, leaders, size, workers.required, lfc)
-        except NoFit as exc:
-            if not str(exc):
-                exc.args = (not_fit_message(self.topology, exc.fit_count, exc.total, exc.unit) + stats.text(),)
-            exc.most = most
-            raise
-        current = self.to_minimum(current, workers.count, leaders, size, lfc, True)
+        q = self._query(workers, leader)
+        self.fill(workers, leader, q, stats)
+        most = max((d.pods for d in self.tree.levels[q.level_idx].values()), default=0)
+        fit_idx, current = self.find_level(q.level_idx, q, stats)
+        current = self.to_minimum(current, q.count, q.leaders, q.size, q.lfc, True)
         idx = fit_idx
-        while idx < min(len(keys) - 1, slice_idx):
-            lower = self.sorted_domains([c for d in current for c in d.children], lfc)
-            current = self.to_minimum(lower, workers.count, leaders, size, lfc, True)
+        while idx < min(len(keys) - 1, q.slice_idx):
+            lower = self.sorted_domains([c for d in current for c in d.children], q.lfc)
+            current = self.to_minimum(lower, q.count, q.leaders, q.size, q.lfc, True)
             idx += 1
         while idx < len(keys) - 1:
-            current = [c for d in current
-                       for c in self.to_minimum(self.sorted_domains(d.children, lfc), d.pods, d.leaders, 1, lfc, False)]
+            size = q.size if idx < q.slice_idx else q.inner.get(idx + 1, 1)
+            lower_all: list[Domain] = []
+            for d in current:
+                children = self.sorted_domains(d.children, q.lfc)
+                if size > 1:  # an inner layer: slices counted anew at its size (after sorting, as Kueue does)
+                    for c in children:
+                        c.slices, c.slices_wl = c.pods // size, c.pods_wl // size
+                lower_all += self.to_minimum(children, d.pods, d.leaders, size, q.lfc, size > 1)
+            current = lower_all
             idx += 1
         leaves: dict[str, list[tuple[Leaf, int]]] = {}
         ordered = sorted(current, key=lambda d: d.values)

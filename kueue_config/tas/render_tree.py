@@ -1,29 +1,70 @@
-"""The topology as people look at it: domains per level with free and total accelerators, as a rich tree.
+"""The topology as people look at it: per flavor, domains per level with free and total accelerators.
 
-The numbers come from the same tree `fit` uses (Ready, schedulable, labelled nodes of the flavor), so
-what `show` draws is what Kueue can place into.
+The numbers come from the same tree `fit` uses (the flavor's Ready, schedulable, labelled nodes), so what
+`show` draws is what Kueue can place into. Domain values are often long hashes (GKE's block ids); each
+domain gets a short name that is unique among its siblings, and keeps its full value and node names.
+A level where every domain holds one node (a `host` level, the hostname) repeats the node list, so the
+default view stops above it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+from rich.markup import escape
 from rich.tree import Tree
 
-from .tree import Domain, Leaf, TASTree
+from .tree import Domain, Exclusions, Leaf, TASTree
+
+SHORT = 12  # characters of a long value kept in its short name
+KEEP = 24  # values up to this long (node names, readable domain names) are shown whole
 
 
 @dataclass
 class DomainView:
-    """One domain for display: its level, value, nodes, and free/total of one resource."""
+    """One domain for display: level key, full value, short name, nodes, free/total of one resource, a job's pods."""
 
     level: str
-    name: str
+    value: str
     nodes: int
     free: int
     total: int
     children: list["DomainView"] = field(default_factory=list)
+    name: str = ""
+    node_names: list[str] = field(default_factory=list)
+    placed: int = 0
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `-o json` form (by hand: `dataclasses.asdict` takes seconds on 10,000 nodes)."""
+        return {"level": self.level, "value": self.value, "name": self.name, "nodes": self.nodes, "free": self.free,
+                "total": self.total, "placed": self.placed, "node_names": self.node_names,
+                "children": [c.to_dict() for c in self.children]}
+
+    @property
+    def used_share(self) -> float:
+        return (self.total - self.free) / self.total if self.total else 0.0
+
+
+@dataclass
+class FlavorView:
+    """One flavor's tree: its Topology, the top-level domains (down to the leaves), and what was left out."""
+
+    flavor: str
+    topology: str
+    keys: tuple[str, ...]
+    resource: str
+    domains: list[DomainView]
+    depth: int
+    excluded: Exclusions = field(default_factory=Exclusions)
+    placed: int = 0
+
+    @property
+    def totals(self) -> tuple[int, int, int]:
+        return totals(self.domains)
 
 
 def _leaves(domain: Domain) -> Iterable[Leaf]:
@@ -34,23 +75,61 @@ def _leaves(domain: Domain) -> Iterable[Leaf]:
         yield from _leaves(child)
 
 
-def _view(domain: Domain, tree: TASTree, depth: int, resource: str) -> DomainView:
+def short_names(values: Sequence[str]) -> dict[str, str]:
+    """Each value, or its first characters and an ellipsis when long, grown until unique among `values`."""
+    out: dict[str, str] = {}
+    for value in values:
+        if len(value) <= KEEP:
+            out[value] = value
+    long = [v for v in values if v not in out]
+    size = SHORT
+    while long:
+        cut = {v: v[:size] + "…" for v in long}
+        clash = {c for c in cut.values() if list(cut.values()).count(c) > 1 or c in out.values()}
+        for v, c in cut.items():
+            if c not in clash:
+                out[v] = c
+        long = [v for v in long if v not in out]
+        size += 4
+    return out
+
+
+def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int]) -> DomainView:
     leaves = list(_leaves(domain))
     level = len(domain.values) - 1
     view = DomainView(tree.keys[level], domain.values[-1], sum(lf.node_count for lf in leaves),
                       sum(max(lf.free.get(resource, 0), 0) for lf in leaves),
                       sum(lf.total.get(resource, 0) for lf in leaves))
-    if level + 1 < depth:
-        view.children = [_view(c, tree, depth, resource) for c in sorted(domain.children, key=lambda d: d.values)]
+    view.node_names = sorted(name for lf in leaves for name in lf.node_names)
+    view.placed = sum(placed.get(lf.id, 0) for lf in leaves)
+    children = sorted(domain.children, key=lambda d: d.values)
+    names = short_names([c.values[-1] for c in children])
+    view.children = [_view(c, tree, resource, placed) for c in children]
+    for child in view.children:
+        child.name = names[child.value]
     return view
 
 
-def domain_views(tree: TASTree, resource: str, depth: int | None = None) -> list[DomainView]:
-    """Top-level domains down to `depth` levels (default: every level but the per-node hostname level)."""
-    if depth is None:
-        depth = len(tree.keys) - 1 if tree.hostname_lowest and len(tree.keys) > 1 else len(tree.keys)
-    depth = max(1, min(depth, len(tree.keys)))
-    return [_view(d, tree, depth, resource) for d in sorted(tree.roots, key=lambda d: d.values)]
+def default_depth(tree: TASTree) -> int:
+    """Levels to draw: down to the last one above the first level where every domain holds a single node."""
+    for idx, level in enumerate(tree.levels):
+        if level and all(sum(lf.node_count for lf in _leaves(d)) == 1 for d in level.values()):
+            return max(idx, 1)
+    return len(tree.keys)
+
+
+def flavor_view(flavor: str, topology: str, tree: TASTree, resource: str, depth: int | None = None,
+                placed: Mapping[str, int] | None = None) -> FlavorView:
+    """The flavor's domains, full depth (the leaves); `depth` says how many levels a picture shows."""
+    placed = placed or {}
+    roots = sorted(tree.roots, key=lambda d: d.values)
+    names = short_names([r.values[-1] for r in roots])
+    views = [_view(r, tree, resource, placed) for r in roots]
+    for view in views:
+        view.name = names[view.value]
+    shown = default_depth(tree) if depth is None else max(1, min(depth, len(tree.keys)))
+    return FlavorView(flavor, topology, tree.keys, resource, views, shown, tree.excluded,
+                      sum(v.placed for v in views))
 
 
 def totals(views: Sequence[DomainView]) -> tuple[int, int, int]:
@@ -62,23 +141,49 @@ def short_level(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
+def node_span(names: Sequence[str]) -> str:
+    """`gke-a4-b01-s00-n000 … s01-n007` for a sorted list of names: the last without the first's common
+    '-'-separated prefix; the name itself for one."""
+    if not names:
+        return ""
+    first, last = names[0], names[-1]
+    if len(names) == 1:
+        return first
+    common = 0
+    while common < min(len(first), len(last)) and first[common] == last[common]:
+        common += 1
+    cut = first.rfind("-", 0, common) + 1
+    return f"{first} … {last[cut:]}"
+
+
 def _label(view: DomainView, resource: str) -> str:
     share = view.free / view.total if view.total else 0
     colour = "green" if share >= 0.5 else "yellow" if share > 0 else "red"
     unit = short_level(resource)
-    return (f"[dim]{short_level(view.level)}[/] [bold]{view.name}[/]  "
-            f"[{colour}]{view.free}/{view.total} {unit} free[/]  [dim]{view.nodes} node(s)[/]")
+    text = (f"[dim]{escape(short_level(view.level))}[/] [bold]{escape(view.name)}[/]  "
+            f"[{colour}]{view.free}/{view.total} {escape(unit)} free[/]  [dim]{view.nodes} node(s)")
+    names = ", ".join(view.node_names) if view.nodes <= 3 else node_span(view.node_names)
+    text += f": {escape(names)}[/]"
+    if view.placed:
+        text += f"  [bold cyan]<- {view.placed} pod(s) of the job[/]"
+    return text
 
 
-def rich_tree(views: Sequence[DomainView], title: str, resource: str) -> Tree:
-    nodes, free, total = totals(views)
-    root = Tree(f"[bold]{title}[/]: {nodes} node(s), {free}/{total} {short_level(resource)} free")
+def rich_tree(fv: FlavorView) -> Tree:
+    """The flavor's tree down to its display depth, each domain with free/total and its node names."""
+    nodes, free, total = fv.totals
+    title = (f"[bold]flavor {escape(fv.flavor)}[/] (Topology {escape(fv.topology)}): {nodes} node(s), "
+             f"{free}/{total} {escape(short_level(fv.resource))} free")
+    if fv.placed:
+        title += f"  [bold cyan]job: {fv.placed} pod(s) here[/]"
+    root = Tree(title)
 
-    def add(parent: Tree, view: DomainView) -> None:
-        branch = parent.add(_label(view, resource))
-        for child in view.children:
-            add(branch, child)
+    def add(parent: Tree, view: DomainView, level: int) -> None:
+        branch = parent.add(_label(view, fv.resource))
+        if level + 1 < fv.depth:
+            for child in view.children:
+                add(branch, child, level + 1)
 
-    for view in views:
-        add(root, view)
+    for view in fv.domains:
+        add(root, view, 0)
     return root

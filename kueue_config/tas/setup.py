@@ -8,7 +8,7 @@ types (`block`) into the node label key Kueue wants in the annotation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from labeler.documents import mapping, sequence, string_map, text
@@ -21,19 +21,55 @@ HOSTNAME_NAMES = ("hostname", "node", "host-name")
 
 @dataclass(frozen=True)
 class Flavor:
+    """A ResourceFlavor as TAS reads it; `levels` is its Topology's keys when Kueue has both (a TAS flavor)."""
+
     name: str
     node_labels: Mapping[str, str]
     tolerations: tuple[Mapping[str, Any], ...]
     topology: str | None
+    node_taints: tuple[Mapping[str, Any], ...] = ()
+    levels: tuple[str, ...] | None = None
+
+    @property
+    def tas(self) -> bool:
+        return self.levels is not None
+
+
+@dataclass(frozen=True)
+class Queue:
+    """What a job's queue reaches: its ClusterQueue's flavors in the order Kueue tries them.
+
+    `covered` maps each flavor to the resources of its resource group; `cluster_queue` is None when no
+    LocalQueue resolved and every known flavor stands in.
+    """
+
+    cluster_queue: str | None
+    flavors: tuple[Flavor, ...]
+    covered: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def tas_only(self) -> bool:
+        """Kueue's `isTASOnly`: every flavor is a TAS flavor, so PodSets without annotations use TAS too."""
+        return bool(self.flavors) and all(f.tas for f in self.flavors)
+
+    def only(self, flavor: str | None = None, topology: str | None = None) -> "Queue":
+        """The queue narrowed to one flavor or one Topology's flavors (`--flavor`, `--topology`)."""
+        kept = tuple(f for f in self.flavors if flavor in (None, f.name) and topology in (None, f.topology))
+        return Queue(self.cluster_queue, kept, self.covered)
+
+    @classmethod
+    def of(cls, flavors: Sequence[Flavor]) -> "Queue":
+        """A ClusterQueue of these flavors in this order, in one resource group covering everything."""
+        return cls("cq", tuple(flavors), {})
 
 
 @dataclass
 class TASSetup:
-    """Kueue objects by name; `queue_flavors` maps (namespace, LocalQueue) to its flavors in CQ order."""
+    """Kueue objects by name; a ClusterQueue maps to its (flavor, covered resources) in order."""
 
     topologies: dict[str, tuple[str, ...]] = field(default_factory=dict)
     flavors: dict[str, Flavor] = field(default_factory=dict)
-    cluster_queues: dict[str, list[str]] = field(default_factory=dict)
+    cluster_queues: dict[str, list[tuple[str, frozenset[str]]]] = field(default_factory=dict)
     local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
@@ -47,6 +83,9 @@ class TASSetup:
                 setup._add(obj, origin)
             except InputError as exc:
                 raise TopologyError(str(exc)) from None
+        for fname, flavor in setup.flavors.items():
+            if flavor.topology in setup.topologies:
+                setup.flavors[fname] = replace(flavor, levels=setup.topologies[flavor.topology])
         return setup
 
     def _add(self, obj: Mapping[str, Any], origin: str) -> None:
@@ -66,48 +105,48 @@ class TASSetup:
         elif kind == "ResourceFlavor":
             tolerations = tuple(string_map(t, f"{where}: spec.tolerations[]")
                                 for t in sequence(spec.get("tolerations"), f"{where}: spec.tolerations"))
+            taints = tuple(string_map(t, f"{where}: spec.nodeTaints[]")
+                           for t in sequence(spec.get("nodeTaints"), f"{where}: spec.nodeTaints"))
             topology = spec.get("topologyName")
             self.flavors[name] = Flavor(name, string_map(spec.get("nodeLabels"), f"{where}: spec.nodeLabels"),
-                                        tolerations, None if topology is None else text(topology, f"{where}: spec.topologyName"))
+                                        tolerations, None if topology is None else text(topology, f"{where}: spec.topologyName"),
+                                        taints)
         elif kind == "ClusterQueue":
             groups = [mapping(g, f"{where}: spec.resourceGroups[]")
                       for g in sequence(spec.get("resourceGroups"), f"{where}: spec.resourceGroups")]
-            self.cluster_queues[name] = [text(mapping(f, f"{where}: flavors[]").get("name"), f"{where}: flavors[].name")
-                                         for g in groups for f in sequence(g.get("flavors"), f"{where}: flavors")]
+            self.cluster_queues[name] = [
+                (text(mapping(f, f"{where}: flavors[]").get("name"), f"{where}: flavors[].name"),
+                 frozenset(text(r, f"{where}: coveredResources[]")
+                           for r in sequence(g.get("coveredResources"), f"{where}: coveredResources")))
+                for g in groups for f in sequence(g.get("flavors"), f"{where}: flavors")]
         elif kind == "LocalQueue":
             namespace = text(meta.get("namespace") or "default", f"{where}: metadata.namespace")
             self.local_queues[(namespace, name)] = text(spec.get("clusterQueue"), f"{where}: spec.clusterQueue")
 
-    def flavors_for(self, queue: str | None, namespace: str) -> list[Flavor]:
-        """The TAS flavors a job on `queue` can get, in the ClusterQueue's order.
-
-        Without a queue that resolves here, every flavor that names a Topology is a candidate.
-        """
+    def queue(self, queue: str | None, namespace: str) -> Queue:
+        """The flavors a job on `queue` can get, in the ClusterQueue's order (every flavor when it does not resolve)."""
         cq = self.local_queues.get((namespace, queue or ""))
-        names = self.cluster_queues.get(cq or "") if cq else None
-        if names is None:
-            names = list(self.flavors)
-        return [self.flavors[n] for n in names if n in self.flavors and self.flavors[n].topology]
+        entries = self.cluster_queues.get(cq) if cq else None
+        if entries is None:
+            return Queue(None, tuple(self.flavors.values()))
+        seen: dict[str, frozenset[str]] = {}
+        for name, covered in entries:
+            if name in self.flavors and name not in seen:
+                seen[name] = covered
+        return Queue(cq, tuple(self.flavors[n] for n in seen), seen)
 
-    def tas_only(self, queue: str | None, namespace: str) -> bool:
-        """Whether every flavor of the queue's ClusterQueue is a TAS flavor (then untagged PodSets use TAS)."""
-        cq = self.local_queues.get((namespace, queue or ""))
-        names = self.cluster_queues.get(cq or "", list(self.flavors))
-        return all(self.flavors[n].topology for n in names if n in self.flavors)
-
-    def topology_for(self, queue: str | None, namespace: str, name: str | None = None) -> tuple[str, tuple[str, ...]]:
-        """The Topology a job on `queue` is placed in: named, reached through the queue, or the only one."""
-        if name:
-            if name not in self.topologies:
-                raise TopologyError(f"no Topology {name!r}; known: {', '.join(sorted(self.topologies)) or 'none'}")
-            return name, self.topologies[name]
-        reached = {f.topology for f in self.flavors_for(queue, namespace) if f.topology in self.topologies}
-        candidates = sorted(reached) or sorted(self.topologies)
-        if not candidates:
+    def level_keys(self, queue: str | None, namespace: str, topology: str | None = None) -> list[tuple[str, ...]]:
+        """The distinct level keys of the Topologies a job on `queue` can be placed in (or of `topology`)."""
+        if topology:
+            if topology not in self.topologies:
+                raise TopologyError(f"no Topology {topology!r}; known: {', '.join(sorted(self.topologies)) or 'none'}")
+            return [self.topologies[topology]]
+        found = [f.levels for f in self.queue(queue, namespace).flavors if f.levels is not None]
+        if not found:
+            found = list(self.topologies.values())
+        if not found:
             raise TopologyError("no Kueue Topology found; give --kueue-dir, --snapshot or a cluster with Kueue TAS")
-        if len(candidates) > 1:
-            raise TopologyError(f"several Topologies apply ({', '.join(candidates)}); choose one with --topology")
-        return candidates[0], self.topologies[candidates[0]]
+        return list(dict.fromkeys(found))
 
 
 def level_names(keys: Sequence[str], known: Iterable[Level] = ()) -> dict[str, str]:

@@ -34,25 +34,47 @@ class Domain:
 class Leaf(Domain):
     """A lowest-level domain: one node when the lowest level is the hostname, else all nodes sharing it."""
 
-    __slots__ = ("id", "free", "total", "node_count", "node")
+    __slots__ = ("id", "free", "total", "node_names", "node")
 
     def __init__(self, values: tuple[str, ...], parent: Domain | None, leaf_id: str) -> None:
         super().__init__(values, parent)
         self.id = leaf_id
         self.free: Resources = {}
         self.total: Resources = {}
-        self.node_count = 0
+        self.node_names: list[str] = []
         self.node: Node | None = None
+
+    @property
+    def node_count(self) -> int:
+        return len(self.node_names)
 
 
 @dataclass
 class Exclusions:
-    """Nodes the tree leaves out, by reason, so a surprising answer can be explained."""
+    """Nodes the tree leaves out, by reason, so a surprising answer can be explained.
 
+    Nodes of other flavors are counted first, so the other reasons only count the flavor's own nodes.
+    """
+
+    other_flavor: int = 0
+    missing_level_labels: int = 0
     not_ready: int = 0
     unschedulable: int = 0
-    missing_level_labels: int = 0
-    other_flavor: int = 0
+
+    def text(self, flavor: str | None, labels: Mapping[str, str]) -> str:
+        """The reasons in plain words, for the line under `fit`'s table."""
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        parts = []
+        if self.other_flavor:
+            parts.append(f"{self.other_flavor} in other pools (not {selector}, flavor {flavor})" if flavor
+                         else f"{self.other_flavor} in other pools")
+        if self.missing_level_labels:
+            parts.append(f"{self.missing_level_labels} without every level label")
+        if self.not_ready:
+            parts.append(f"{self.not_ready} not Ready")
+        if self.unschedulable:
+            parts.append(f"{self.unschedulable} cordoned (unschedulable)")
+        return ", ".join(parts)
 
 
 class TASTree:
@@ -66,18 +88,20 @@ class TASTree:
         self.levels: list[dict[tuple[str, ...], Domain]] = [{} for _ in self.keys]
         self.leaves: dict[str, Leaf] = {}
         self.excluded = Exclusions()
-        flavor_labels = flavor_labels or {}
+        flavor_items = tuple((flavor_labels or {}).items())
+        keys = set(self.keys)
+        totals = totals or {}
         for node in nodes:
-            if not node.ready:
+            if flavor_items and any(node.labels.get(k) != v for k, v in flavor_items):
+                self.excluded.other_flavor += 1
+            elif not keys <= node.labels.keys():
+                self.excluded.missing_level_labels += 1
+            elif not node.ready:
                 self.excluded.not_ready += 1
             elif node.unschedulable:
                 self.excluded.unschedulable += 1
-            elif any(node.labels.get(k) != v for k, v in flavor_labels.items()):
-                self.excluded.other_flavor += 1
-            elif any(k not in node.labels for k in self.keys):
-                self.excluded.missing_level_labels += 1
             else:
-                self._add(node, free.get(node.name, {}), (totals or {}).get(node.name, {}))
+                self._add(node, free.get(node.name, {}), totals.get(node.name, {}))
 
     def _add(self, node: Node, free: Resources, total: Resources) -> None:
         values = tuple(node.labels[k] for k in self.keys)
@@ -88,7 +112,10 @@ class TASTree:
             self.levels[-1][values] = leaf
         if self.hostname_lowest and leaf.node is None:
             leaf.node = node
-        leaf.node_count += 1
+        leaf.node_names.append(node.name)
+        if len(leaf.node_names) == 1:  # a new leaf (one per node when the hostname is the lowest level)
+            leaf.free, leaf.total = dict(free), dict(total)
+            return
         for key, value in free.items():
             leaf.free[key] = leaf.free.get(key, 0) + value
         for key, value in total.items():

@@ -11,7 +11,6 @@ in K8sJobMode adds a one-pod submitter).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -29,6 +28,7 @@ SLICE_CONSTRAINTS = PREFIX + "podset-slice-required-topology-constraints"
 GROUP_NAME = PREFIX + "podset-group-name"
 MODES = (REQUIRED, PREFERRED, UNCONSTRAINED)
 TAS_ANNOTATIONS = (*MODES, SLICE_REQUIRED, SLICE_SIZE, SLICE_CONSTRAINTS, GROUP_NAME)
+ELASTIC_JOB = PREFIX + "elastic-job"  # on the top object: "true" makes it an elastic job (workload slices)
 
 # What KubeRay runs as the submitter when a RayJob gives no submitterPodTemplate (Kueue copies it).
 DEFAULT_SUBMITTER = {"spec": {"containers": [{"name": "ray-job-submitter",
@@ -88,13 +88,6 @@ class Workload:
     @property
     def ref(self) -> str:
         return f"{self.kind}/{self.name}"
-
-
-def ascii_int(value: Any) -> int | None:
-    """An annotation's integer as Kueue reads it (Go's strconv: an optional sign and ASCII digits), else None.
-    `²` and `٣` are digits to Python's isdigit() and int(), not to Kueue."""
-    raw = str(value).strip()
-    return int(raw) if re.fullmatch(r"-?[0-9]{1,18}", raw) else None
 
 
 def path_str(path: Path) -> str:

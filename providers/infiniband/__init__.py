@@ -1,6 +1,7 @@
 """InfiniBand source: `ibnetdiscover` output -> leaf groups and blocks of the fat tree, per node.
 
-Reads a saved `ibnetdiscover` output (`--ibnetdiscover FILE`, `-` for stdin) or runs the tool here
+Reads the fabric that the in-cluster collector (`topolabel agent --ib-collector`) published (`--ib-fabric
+NAME`), a saved `ibnetdiscover` output (`--ibnetdiscover FILE`, `-` for stdin), or runs the tool here
 (`--run`). Levels: `block > leafgroup` for a 3-level fat tree, `leafgroup` for a 2-level one. Runs without
 Kubernetes nodes (every host named in the fabric is placed); with nodes, each node without an HCA in the
 fabric is a problem. See docs/infiniband.md.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -25,7 +27,13 @@ NAME = "infiniband"
 ANNOTATION = "topolabel.dev/ib-node-guids"
 
 
+DEFAULT_NAMESPACE = "topolabel-agent"  # where manifests/agent runs the collector
+
+
 class InfinibandOptions(Options):
+    ib_fabric: str | None = None  # a published fabric's name; "*": the only one published
+    ib_namespace: str = DEFAULT_NAMESPACE
+    ib_max_age: float = Field(1800.0, gt=0)
     ibnetdiscover: str | None = None
     run_ibnetdiscover: bool = False  # flag --run (`run` is the subcommand's handler)
     ib_ca: str | None = None
@@ -47,13 +55,20 @@ class InfinibandOptions(Options):
 
     @model_validator(mode="after")
     def _one_input(self) -> "InfinibandOptions":
-        if bool(self.ibnetdiscover) == bool(self.run_ibnetdiscover):
-            raise ValueError("give either --ibnetdiscover FILE (or - for stdin) or --run, not both")
+        if sum((bool(self.ib_fabric), bool(self.ibnetdiscover), bool(self.run_ibnetdiscover))) != 1:
+            raise ValueError("give one of --ib-fabric NAME (the fabric the collector published), "
+                             "--ibnetdiscover FILE (or - for stdin) and --run")
         return self
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("infiniband source")
+    group.add_argument("--ib-fabric", metavar="NAME", nargs="?", const="*",
+                       help="read the fabric the collector (topolabel agent --ib-collector) published in the cluster; "
+                            "without NAME, the only one published")
+    group.add_argument("--ib-namespace", metavar="NS", help=f"where the collector publishes (default {DEFAULT_NAMESPACE})")
+    group.add_argument("--ib-max-age", type=float, metavar="SECONDS",
+                       help="a published fabric not rediscovered for longer is stale (default 1800)")
     group.add_argument("--ibnetdiscover", metavar="FILE", help="saved `ibnetdiscover` output (plain, -g or --full); - for stdin")
     group.add_argument("--run", dest="run_ibnetdiscover", action="store_true", default=None, help="run ibnetdiscover on this host instead")
     group.add_argument("--ib-ca", metavar="DEVICE", help="with --run: the HCA to discover from (ibnetdiscover -C)")
@@ -70,13 +85,21 @@ def discover(ctx: SourceContext) -> Discovery:
     from .parse import parse_ibnetdiscover, parse_node_name_map
     from .place import Request, place
 
-    if opts.run_ibnetdiscover:
+    names = parse_node_name_map(_read_text(opts.node_name_map), opts.node_name_map) if opts.node_name_map else None
+    notices: list[str] = []
+    if opts.ib_fabric:
+        graph, origin, notices = _published_graph(opts, ctx, names)
+    elif opts.run_ibnetdiscover:
         origin = "ibnetdiscover" + (f" -C {opts.ib_ca}" if opts.ib_ca else "")
-        text = run_ibnetdiscover(opts.ib_ca, opts.ib_timeout)
+        task = ctx.progress(f"running {origin}", None)
+        try:
+            text = run_ibnetdiscover(opts.ib_ca, opts.ib_timeout)
+        finally:
+            task.close()
+        graph = parse_ibnetdiscover(text, origin, names)
     else:
         origin = opts.ibnetdiscover or "-"
-        text = _read_text(origin)
-    names = parse_node_name_map(_read_text(opts.node_name_map), opts.node_name_map) if opts.node_name_map else None
+        graph = parse_ibnetdiscover(_read_text(origin), origin, names)
     guids = GuidMap()
     if opts.guid_map:
         try:
@@ -84,9 +107,27 @@ def discover(ctx: SourceContext) -> Discovery:
         except InputError as exc:
             raise SourceError(str(exc)) from None
     add_annotations(guids, ctx.nodes, opts.guid_annotation)
-    graph = parse_ibnetdiscover(text, origin, names)
     pattern = re.compile(opts.hca_pattern) if opts.hca_pattern else None
-    return place(graph, Request(ctx.nodes, guids, pattern, origin))
+    found = place(graph, Request(ctx.nodes, guids, pattern, origin))
+    for message in notices:
+        found.problem(message)
+    return found
+
+
+def _published_graph(opts: InfinibandOptions, ctx: SourceContext,
+                     names: dict[int, str] | None) -> tuple[Any, str, list[str]]:
+    """The fabric the collector published, renamed by a node-name-map like ibnetdiscover output would be."""
+    from .parse import fabric_graph
+    from .published import read_fabric_from
+
+    if ctx.cluster is None:
+        raise SourceError("infiniband: --ib-fabric reads the fabric published in the cluster; give --kubeconfig")
+    assert opts.ib_fabric is not None
+    nodes, cables, origin, notices = read_fabric_from(ctx.cluster(), opts.ib_namespace, opts.ib_fabric,
+                                                      opts.ib_max_age)
+    if names:
+        nodes = {guid: {**data, "desc": names[guid]} if guid in names else data for guid, data in nodes.items()}
+    return fabric_graph(nodes, cables), origin, [f"{origin}: {n}" for n in notices]
 
 
 def _read_text(path: str) -> str:

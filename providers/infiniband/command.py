@@ -8,9 +8,9 @@ from __future__ import annotations
 from labeler.hosttools import run_tool
 
 
-def run_ibnetdiscover(ca: str | None, timeout: float, binary: str = "ibnetdiscover") -> str:
+def run_ibnetdiscover(ca: str | None, timeout: float, binary: str = "ibnetdiscover", port: int | None = None) -> str:
     """Its stdout; a `SourceError` with its stderr when it fails, is missing or runs out of time."""
-    return run_tool([binary, *(["-C", ca] if ca else [])], timeout,
+    return run_tool([binary, *(["-C", ca] if ca else []), *(["-P", str(port)] if port else [])], timeout,
                     missing="install infiniband-diags (Debian/Ubuntu) or rdma-core diagnostics, or pass a saved "
                             "output with --ibnetdiscover FILE",
                     stalled="no active port or subnet manager?; raise --ib-timeout or pass a saved output with "

@@ -2,13 +2,15 @@
 
 `MF0;A09-P1-IBLEAF-04-04:MQM9701/U1` -> `a09-p1-ibleaf-04-04`. A switch whose description says nothing
 (empty, a vendor default) or is shared with another switch is named by its GUID. A group of switches is
-named by its members' common pattern with the varying part as a range (`a09-p1-ibleaf-01..04-01`).
+named by its members' common pattern with the varying part as ranges of the members present
+(`a09-p1-ibleaf-01..04-01`, or `a09-p1-ibleaf-01..02_04-01` when `03-01` is not in the fabric).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from math import prod
 from typing import Iterable, Mapping
 
 from labeler.labelvalues import readable, short_hash
@@ -42,10 +44,12 @@ def natural_key(text: str) -> tuple:
 
 
 def group_name(members: Iterable[str]) -> str:
-    """One readable name for a set of names: the shared pattern with ranges where they differ.
+    """One readable name for a set of names: the shared pattern with the varying part written as runs.
 
-    `a09-p1-ibleaf-01-01`, `...-02-01`, `...-04-01` -> `a09-p1-ibleaf-01..04-01`. Names of different shapes
-    give `<first>-and-<n-1>-more`. Two groups may get the same name; `unique_names` tells them apart.
+    `a09-p1-ibleaf-01-01`, `...-02-01`, `...-03-01` -> `a09-p1-ibleaf-01..03-01`. A name claims no member
+    that is absent: with `03-01` missing it is `a09-p1-ibleaf-01..02_04-01`, and when several parts vary
+    but not every combination is present (`01-01` and `02-02`), or the names differ in shape, it is
+    `<first>-and-<n-1>-more`. Two groups may get the same name; `unique_names` tells them apart.
     """
     names = sorted(set(members), key=natural_key)
     if len(names) == 1:
@@ -53,12 +57,28 @@ def group_name(members: Iterable[str]) -> str:
     split = [_SEPARATORS.split(name) for name in names]
     if len({len(parts) for parts in split}) != 1 or any(
             parts[i] != split[0][i] for parts in split for i in range(1, len(parts), 2)):
-        return f"{names[0]}-and-{len(names) - 1}-more"
-    out = []
-    for i, first in enumerate(split[0]):
-        values = sorted({parts[i] for parts in split}, key=natural_key)
-        out.append(first if len(values) == 1 else f"{values[0]}..{values[-1]}")
-    return "".join(out)
+        return _first_and_more(names)
+    values = [sorted({parts[i] for parts in split}, key=natural_key) for i in range(len(split[0]))]
+    if prod(len(v) for v in values) != len(names):
+        return _first_and_more(names)  # the parts vary together: ranges would claim absent members
+    return "".join(v[0] if len(v) == 1 else _runs(v) for v in values)
+
+
+def _first_and_more(names: list[str]) -> str:
+    return f"{names[0]}-and-{len(names) - 1}-more"
+
+
+def _runs(values: list[str]) -> str:
+    """`01, 02, 04` -> `01..02_04`: ranges over consecutive numbers only, other values listed."""
+    if not all(v.isdigit() for v in values):
+        return "_".join(values)
+    runs: list[list[str]] = []
+    for value in values:
+        if runs and int(value) == int(runs[-1][-1]) + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return "_".join(run[0] if len(run) == 1 else f"{run[0]}..{run[-1]}" for run in runs)
 
 
 def unique_names(groups: Mapping[str, Iterable[str]]) -> dict[str, str]:

@@ -54,8 +54,19 @@ def parse_rate(token: str) -> tuple[int | None, str | None]:
     return int(match.group(1)), speed if speed in SPEEDS else None
 
 
+# Nodes (GUID -> attributes, in the order the output lists them) and cables (in the same order): what the
+# graph is built from, and what the InfiniBand collector publishes (providers.infiniband.published).
+Nodes = dict[int, dict]
+Cables = list[tuple[int, int, dict]]
+
+
 def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = None) -> nx.MultiGraph:
-    """The fabric graph from `ibnetdiscover` output; `names` (a node-name-map) renames nodes by GUID.
+    """The fabric graph from `ibnetdiscover` output; `names` (a node-name-map) renames nodes by GUID."""
+    return fabric_graph(*read_fabric(text, origin, names))
+
+
+def read_fabric(text: str, origin: str, names: dict[int, str] | None = None) -> tuple[Nodes, Cables]:
+    """Nodes and cables from `ibnetdiscover` output, descriptions settled.
 
     Bad port or node lines are a `SourceError` naming `origin` and the line number; other lines
     (vendid=, Chassis headers, comments, ibwarn noise) carry nothing the topology needs.
@@ -70,9 +81,14 @@ def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = N
         raise SourceError(f"{origin}: no Switch or Ca records; expected `ibnetdiscover` topology output "
                           "(plain, -g or --full)")
     records.settle_descriptions(names or {})
+    return records.nodes, records.edges
+
+
+def fabric_graph(nodes: Nodes, cables: Cables) -> nx.MultiGraph:
+    """The graph, built in the given order, so the same nodes and cables always give the same graph."""
     graph = nx.MultiGraph()
-    graph.add_nodes_from(records.nodes.items())  # in bulk: networkx's per-call bookkeeping is the slow part
-    graph.add_edges_from(records.edges)
+    graph.add_nodes_from(nodes.items())  # in bulk: networkx's per-call bookkeeping is the slow part
+    graph.add_edges_from(cables)
     return graph
 
 

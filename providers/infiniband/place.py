@@ -22,9 +22,10 @@ from . import ANNOTATION
 from .health import missing_uplinks, slow_links
 from .hosts import GuidMap, Hca, assign_owners, host_hcas, name_resolver
 from .names import natural_key, switch_names, unique_names
-from .tiers import LeafGroups, Tiers, blocks, classify, leaf_groups
+from .tiers import LeafGroups, Tiers, blocks, classify, leaf_groups, with_empty_leaves
 
 NAME = "infiniband"
+MAX_LISTED = 20  # fabric hosts named in the notice about hosts outside the cluster
 MAP_HINT = f"map its GUID with --guid-map, --node-name-map or the {ANNOTATION} node annotation"
 
 
@@ -51,7 +52,9 @@ def place(graph: nx.MultiGraph, request: Request) -> Discovery:
     for hca in selected:
         host_links[hca.host].update(link[0] for link in hca.links)
     groups = leaf_groups(host_links)
-    block_of = blocks(graph, tiers, groups)
+    found_blocks = blocks(graph, tiers, groups)
+    block_of = found_blocks.of
+    tiers = with_empty_leaves(graph, tiers, block_of)
     leaf_blocks = {block_of[leaf] for leaf in tiers.leaves}
     three_level = bool(tiers.cores) and len(leaf_blocks) > 1
     group_names = unique_names({str(g): [names[leaf] for leaf in m] for g, m in groups.members.items()})
@@ -64,7 +67,8 @@ def place(graph: nx.MultiGraph, request: Request) -> Discovery:
     for node, message in guids.errors:
         found.problem(message, node)
     _report_unknown(found, hcas, names)
-    _report_groups(found, groups, names, group_names)
+    wanted = {n.name for n in request.nodes} if request.nodes else None
+    _report_groups(found, groups, names, group_names, wanted)
     paths = {}
     for host, group in groups.host_group.items():
         leaf = min(groups.members[group])
@@ -76,6 +80,10 @@ def place(graph: nx.MultiGraph, request: Request) -> Discovery:
         found.problem(message, next((placed[g] for g in hca_guids if g in placed), None))
     for message in missing_uplinks(graph, tiers, block_of, names, block_names):
         found.problem(message)
+    for leaf, spine in found_blocks.stray:
+        ports = graph.get_edge_data(leaf, spine)[0]["ends"]
+        found.problem(f"leaf {names[leaf]} port {ports[leaf]} - spine {names[spine]} port {ports[spine]} is the only "
+                      "cable between two pods; it does not join them into one block (miscabled?)")
     return found
 
 
@@ -103,7 +111,8 @@ def _block_names(block_of: dict[int, int], tiers: Tiers, names: dict[int, str]) 
 
 def _shape(tiers: Tiers, leaf_blocks: set[int], three_level: bool, host_links: dict[str, Counter],
            groups: LeafGroups, selected: Sequence[Hca], aggregation: int) -> str:
-    counts = f"{len(tiers.leaves)} leaves, {len(tiers.spines)} spines"
+    empty = f" ({len(tiers.empty)} without hosts)" if tiers.empty else ""
+    counts = f"{len(tiers.leaves)} leaves{empty}, {len(tiers.spines)} spines"
     if three_level:
         shape = f"3-level fat tree ({counts}, {len(tiers.cores)} cores; {len(leaf_blocks)} blocks): levels block > leafgroup"
     elif tiers.cores:
@@ -136,17 +145,24 @@ def _report_unknown(found: Discovery, hcas: Sequence[Hca], names: dict[int, str]
             found.problem(f"{hca.label} on {_leaf(hca, names)}: host unknown ({hca.unknown}); {MAP_HINT}")
 
 
-def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], group_names: dict[str, str]) -> None:
+def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], group_names: dict[str, str],
+                   wanted: set[str] | None) -> None:
+    """Groups joined by shared leaves, and hosts cabled oddly; a host that is not a requested node is only
+    counted in the notice about fabric hosts outside the cluster."""
     for group, count in sorted(groups.merged.items()):
         found.problem(f"leafgroup {group_names[str(group)]} joins {count} different leaf sets that share leaves "
                       "(HCAs on another network, e.g. storage, in the same fabric?); select the compute HCAs "
                       "with --hca-pattern")
     for host, per_group in sorted(groups.split.items()):
+        if wanted is not None and host not in wanted:
+            continue
         chosen = groups.host_group[host]
         others = ", ".join(f"{group_names[str(g)]} ({n})" for g, n in sorted(per_group.items()) if g != chosen)
         found.problem(f"HCAs span leafgroups: placed in {group_names[str(chosen)]} ({per_group[chosen]} links), "
                       f"also cabled to {others} (miscabled?)", host)
     for host, leaves in sorted(groups.missing.items()):
+        if wanted is not None and host not in wanted:
+            continue
         missing = ", ".join(sorted(names[leaf] for leaf in leaves))
         found.problem(f"no link to leaf {missing} of its leafgroup {group_names[str(groups.host_group[host])]} "
                       "(cable missing, HCA or port down, or HCA not mapped); placed by its other links", host)
@@ -175,7 +191,9 @@ def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequenc
                     else f"no HCA description names it and no GUID is mapped to it; {MAP_HINT}")
             found.problem(f"no HCA in the InfiniBand fabric {request.origin}: {hint}", node.name)
     names = {n.name for n in request.nodes}
-    outside = sorted(set(paths) - names)
+    outside = sorted(set(paths) - names, key=natural_key)
     if outside:
-        found.problem(f"{len(outside)} host(s) in the fabric are not Kubernetes nodes (storage, management or "
-                      f"not yet joined), e.g. {', '.join(outside[:5])}")
+        listed = ", ".join(outside[:MAX_LISTED]) + (f" and {len(outside) - MAX_LISTED} more"
+                                                     if len(outside) > MAX_LISTED else "")
+        found.problem(f"{len(outside)} fabric host(s) are not Kubernetes nodes (UFM, storage, management, or not "
+                      f"yet joined), so they are not placed: {listed}")

@@ -24,6 +24,7 @@ class Tiers:
     spines: frozenset[int]
     cores: frozenset[int]
     ranks: dict[int, int] = field(default_factory=dict, compare=False)
+    empty: frozenset[int] = frozenset()  # leaves without hosts (among `leaves`)
 
     def __post_init__(self) -> None:
         for rank, members in enumerate((self.leaves, self.spines, self.cores), start=1):
@@ -38,12 +39,37 @@ class Tiers:
 
 
 def classify(graph: nx.MultiGraph, hca_leaves: Iterable[int]) -> Tiers:
-    """Tiers from the switches the host HCAs are cabled to (`hca_leaves`) upwards."""
+    """Tiers from the switches the host HCAs are cabled to (`hca_leaves`) upwards; a leaf without hosts is
+    still among the cores here, until `with_empty_leaves` knows the blocks."""
     leaves = frozenset(hca_leaves)
     switches = {g for g, kind in graph.nodes(data="kind") if kind == "switch"}
     spines = frozenset(peer for leaf in leaves for peer in graph.neighbors(leaf)
                        if peer in switches and peer not in leaves)
     return Tiers(leaves, spines, frozenset(switches - leaves - spines))
+
+
+def with_empty_leaves(graph: nx.MultiGraph, tiers: Tiers, block_of: dict[int, int]) -> Tiers:
+    """Move leaves without hosts out of the cores (and into their block in `block_of`).
+
+    Such a switch is cabled like a leaf and unlike a core: only to spines, all of one block (a core joins
+    blocks), and only on ports that the block's leaves use for their uplinks (a core's ports are its own).
+    """
+    uplinks: dict[int, set[int]] = defaultdict(set)
+    for leaf in tiers.leaves:
+        for _, peer, data in graph.edges(leaf, data=True):
+            if peer in tiers.spines:
+                uplinks[block_of[leaf]].add(data["ends"][leaf])
+    empty = set()
+    for switch in tiers.cores:
+        peers = set(graph.neighbors(switch))
+        homes = {block_of[p] for p in peers if p in tiers.spines}
+        ports = {data["ends"][switch] for _, _, data in graph.edges(switch, data=True)}
+        if peers and peers <= tiers.spines and len(homes) == 1 and ports <= uplinks[next(iter(homes))]:
+            empty.add(switch)
+            block_of[switch] = next(iter(homes))
+    if not empty:
+        return tiers
+    return Tiers(tiers.leaves | empty, tiers.spines, tiers.cores - empty, empty=frozenset(empty))
 
 
 class _Union:
@@ -121,16 +147,69 @@ def leaf_groups(host_links: Mapping[str, Counter]) -> LeafGroups:
     return result
 
 
-def blocks(graph: nx.MultiGraph, tiers: Tiers, groups: LeafGroups) -> dict[int, int]:
-    """Switch -> block (smallest GUID in it) for leaves and spines: joined by shared spines and leaf groups."""
-    uf = _Union()
+@dataclass
+class Blocks:
+    """Switch -> block (smallest GUID in it) for leaves and spines, and the single cables left out because
+    each alone would have joined two pods: (leaf, spine)."""
+
+    of: dict[int, int]
+    stray: list[tuple[int, int]] = field(default_factory=list)
+
+
+def blocks(graph: nx.MultiGraph, tiers: Tiers, groups: LeafGroups) -> Blocks:
+    """Leaves and spines joined by leaf-spine cables and by leaf groups, except a single cable that alone
+    would join two pods: a bridge whose sides both hold leaves and spines (a leaf cabled to another pod's
+    spine must not make one block of two)."""
+    links = nx.Graph()
+    cables: dict[frozenset[int], int] = {}
     for leaf in tiers.leaves:
-        uf.find(leaf)
+        links.add_node(leaf)
         for peer in graph.neighbors(leaf):
             if peer in tiers.spines:
-                uf.union(leaf, peer)
+                links.add_edge(leaf, peer)
+                cables[frozenset((leaf, peer))] = graph.number_of_edges(leaf, peer)
     for leaves in groups.members.values():
         first = min(leaves)
-        for leaf in leaves:
-            uf.union(first, leaf)
-    return {switch: uf.find(switch) for switch in tiers.leaves | tiers.spines}
+        links.add_edges_from((first, leaf) for leaf in leaves if leaf != first)
+    stray = _stray_cables(links, cables, tiers)
+    links.remove_edges_from(stray)
+    of = {switch: min(part) for part in nx.connected_components(links) for switch in part}
+    return Blocks(of, sorted((a, b) if a in tiers.leaves else (b, a) for a, b in stray))
+
+
+def _stray_cables(links: nx.Graph, cables: Mapping[frozenset[int], int], tiers: Tiers) -> list[tuple[int, int]]:
+    """Single leaf-spine cables that are bridges with leaves and spines on both sides.
+
+    The sides are counted on the bridge tree (2-edge-connected pieces joined by bridges), so each bridge
+    costs no walk of its own.
+    """
+    bridges = list(nx.bridges(links))
+    single = [(a, b) for a, b in bridges if cables.get(frozenset((a, b))) == 1]
+    if not single:
+        return []
+    pieces = links.copy()
+    pieces.remove_edges_from(bridges)
+    piece = {node: i for i, part in enumerate(nx.connected_components(pieces)) for node in part}
+    weight: Counter = Counter()
+    for node, i in piece.items():
+        weight[(i, node in tiers.leaves)] += 1
+    tree = nx.Graph((piece[a], piece[b]) for a, b in bridges)
+    below: dict[int, tuple[int, int]] = {}  # piece -> (leaves, spines) in its subtree
+    parent: dict[int, int] = {}
+    totals: dict[int, tuple[int, int]] = {}
+    for root in [min(c) for c in nx.connected_components(tree)]:
+        order = list(nx.dfs_preorder_nodes(tree, root))
+        parent.update({child: par for par, child in nx.dfs_edges(tree, root)})
+        for i in reversed(order):
+            kids = [below[k] for k in tree.neighbors(i) if parent.get(k) == i]
+            below[i] = (weight[(i, True)] + sum(k[0] for k in kids), weight[(i, False)] + sum(k[1] for k in kids))
+        for i in order:
+            totals[i] = below[root]
+    stray = []
+    for a, b in single:
+        child = piece[a] if parent.get(piece[a]) == piece[b] else piece[b]
+        inner, whole = below[child], totals[child]
+        outer = (whole[0] - inner[0], whole[1] - inner[1])
+        if min(inner) > 0 and min(outer) > 0:
+            stray.append((a, b))
+    return stray

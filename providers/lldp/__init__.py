@@ -73,7 +73,7 @@ def _fabric(opts: LldpOptions, hosts: HostFacts, mgmt: re.Pattern[str]) -> Fabri
             except InputError as exc:
                 raise SourceError(str(exc)) from None
         return fabric_from_switches(switches, hosts, mgmt, opts.switch_lldp)
-    return Fabric()
+    return Fabric(infer_pairs=True)
 
 
 def _from_annotations(ctx: SourceContext) -> tuple[HostFacts, list[Problem]]:

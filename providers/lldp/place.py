@@ -2,6 +2,8 @@
 
 A host's rack is the switch its data-plane ports hear, or the switch pair when the two switches are known
 to serve the same hosts (an MLAG pair, named `leaf-r01_leaf-r02`: '+' is not allowed in label values).
+Pairs come from a switch map or the switches' facts; with neither, from the hosts: switches that several
+hosts hear together, and no host pairs with another switch, serve one rack whether or not they run MLAG.
 What sits above the racks comes from a `Fabric`: a switch map, or the switches' own LLDP facts, where
 leaves that hear each other are MLAG peers and leaves that share a spine share a block.
 """
@@ -28,7 +30,9 @@ DEFAULT_MGMT = r"(?i)^(eno[0-9]|mgmt|management|ipmi|bmc|idrac|ilo|oob)"
 @dataclass
 class Fabric:
     """What sits above the racks: level names (coarsest first), the path above each switch, and the
-    groups of switches (MLAG pairs) that serve the same hosts. `origin` names the input in messages."""
+    groups of switches (MLAG pairs) that serve the same hosts. `origin` names the input in messages.
+    `infer_pairs`: nothing says which switches are pairs (no map, no switch facts), so pairs are inferred
+    from the hosts (`infer_pairs`)."""
 
     levels: tuple[str, ...] = ()
     paths: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -36,6 +40,7 @@ class Fabric:
     origin: str = ""
     unknown: str = "is not listed"
     problems: list[str] = field(default_factory=list)
+    infer_pairs: bool = False
 
     def above(self, rack: frozenset[str]) -> tuple[str, ...] | str:
         """The path above a rack, or why there is none (a member unknown, members that disagree)."""
@@ -74,7 +79,11 @@ def place(hosts: Mapping[str, Sequence[Neighbor]], fabric: Fabric, mgmt: re.Patt
     discovery = Discovery(source, fabric.levels + (RACK,))
     for message in fabric.problems:
         discovery.problem(message)
-    group = {s: pair for pair in fabric.pairs for s in pair}
+    inferred = infer_pairs(hosts, mgmt) if fabric.infer_pairs else InferredPairs()
+    for pair, count in inferred.pairs.items():
+        discovery.problem(f"pair {rack_name(pair)} inferred from {count} hosts that hear exactly these switches "
+                          "on their data-plane ports (no switch map or switch facts)")
+    group = {s: pair for pair in [*fabric.pairs, *inferred.pairs] for s in pair}
     for host in sorted(hosts):
         data, excluded = split_ports(hosts[host], mgmt)
         if not data:
@@ -85,8 +94,8 @@ def place(hosts: Mapping[str, Sequence[Neighbor]], fabric: Fabric, mgmt: re.Patt
         racks = {group.get(s, frozenset([s])) for s in switches}
         if len(racks) > 1:
             ports = ", ".join(n.describe() for n in data)
-            discovery.problem(f"data-plane ports disagree ({ports}): the switches are not an MLAG pair; "
-                              "left as it is", host)
+            why = inferred.blocked.get(frozenset(switches), "the switches are not an MLAG pair")
+            discovery.problem(f"data-plane ports disagree ({ports}): {why}; left as it is", host)
             continue
         rack = racks.pop()
         above = fabric.above(rack)
@@ -100,6 +109,60 @@ def place(hosts: Mapping[str, Sequence[Neighbor]], fabric: Fabric, mgmt: re.Patt
         discovery.paths[host] = above + (rack_name(rack),)
     _shared_names(hosts, discovery)
     return discovery
+
+
+@dataclass
+class InferredPairs:
+    """Switch sets taken as one rack (with the number of hosts that hear exactly them), and the sets
+    several hosts hear that could not be taken, with why."""
+
+    pairs: dict[frozenset[str], int] = field(default_factory=dict)
+    blocked: dict[frozenset[str], str] = field(default_factory=dict)
+
+
+def infer_pairs(hosts: Mapping[str, Sequence[Neighbor]], mgmt: re.Pattern[str]) -> InferredPairs:
+    """Switches that serve the same hosts, from the hosts alone: a set of two or more switches that at least
+    two hosts hear exactly on their data-plane ports, when no host hears one of them together with a switch
+    outside the set and fewer hosts hear only part of the set than all of it (else its members look like
+    separate racks, with a few hosts cabled across)."""
+    heard: dict[frozenset[str], list[str]] = defaultdict(list)  # switch set -> the hosts hearing exactly it
+    for host in sorted(hosts):
+        switches = frozenset(n.switch for n in split_ports(hosts[host], mgmt)[0])
+        if switches:
+            heard[switches].append(host)
+    sets_with: dict[str, list[frozenset[str]]] = defaultdict(list)
+    for switches in heard:
+        for switch in switches:
+            sets_with[switch].append(switches)
+    found = InferredPairs()
+    for candidate in sorted(heard, key=sorted):
+        count = len(heard[candidate])
+        if len(candidate) < 2 or count < 2:
+            continue
+        touching = {other for switch in candidate for other in sets_with[switch]}
+        why = _contradiction(candidate, count, touching, heard)
+        if why:
+            found.blocked[candidate] = (f"{count} hosts hear exactly {', '.join(sorted(candidate))}, but {why}, so "
+                                        "they are not taken as a pair (list the pair in a switch map)")
+        else:
+            found.pairs[candidate] = count
+    return found
+
+
+def _contradiction(candidate: frozenset[str], count: int, touching: set[frozenset[str]],
+                   heard: Mapping[frozenset[str], list[str]]) -> str:
+    """Why the hosts contradict `candidate`, given the switch sets that share a switch with it."""
+    crossing = sorted((heard[s][0], s) for s in touching if not s <= candidate)
+    if crossing:
+        host, switches = crossing[0]
+        inside, outside = sorted(switches & candidate), sorted(switches - candidate)
+        others = sum(len(heard[s]) for _, s in crossing) - 1
+        more = f" (and {others} more host(s))" if others else ""
+        return f"{host} hears {', '.join(inside)} with {', '.join(outside)}{more}"
+    partial = sum(len(heard[s]) for s in touching if s < candidate)
+    if partial >= count:
+        return f"{partial} hosts hear only part of it"
+    return ""
 
 
 def _shared_names(hosts: Mapping[str, Sequence[Neighbor]], discovery: Discovery) -> None:

@@ -9,7 +9,9 @@ from labeler.apply import apply_plan
 from labeler.kube import patch_node
 
 from ..output import emit, plan_table
-from .common import config_of, kube_of
+from ..progress import terminal
+from . import COMMANDS
+from .common import config_of, connect
 from .plan import build, plan_parents
 
 EXAMPLES = """examples:
@@ -19,7 +21,7 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("apply", help="write the label plan: one merge patch per changed node",
+    parser = sub.add_parser("apply", help=COMMANDS["apply"],
                             parents=plan_parents(parents), epilog=EXAMPLES,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry-run", action="store_true", help="send the patches with dryRun=All (nothing stored)")
@@ -33,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = config_of(args)
     plan = build(args)
-    api = kube_of(args)
+    api = connect(args)
     result = apply_plan(plan, lambda name, body: patch_node(api, name, body, args.dry_run),
-                        concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries)
+                        concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries,
+                        progress=terminal())
     report = {**plan.to_dict(), "result": result.to_dict(), "dryRun": args.dry_run}
     if args.output == "table":
         plan_table(plan)

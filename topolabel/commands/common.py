@@ -1,24 +1,34 @@
-"""Flags and steps that several subcommands share: config, cluster access, source, snapshot."""
+"""Flags and steps that several subcommands share: config, cluster access, source, snapshot.
+
+The Kubernetes client loads in a quarter of a second, so it is imported only when a cluster is read."""
 
 from __future__ import annotations
 
 import argparse
+from functools import lru_cache
+from typing import Any
 
-from kubernetes import client
-
-from labeler.config import Config, load_config
-from labeler.kube import Timeouts, connect, list_nodes
+from labeler.config import Config
+from labeler.errors import InputError
 from labeler.model import Snapshot
 from labeler.nodes import Node, load_nodes_file
+from labeler.timeouts import Timeouts
 from providers.registry import SOURCES, get_source
 
 from ..output import FORMATS
-from ..pipeline import discover, read_snapshot, source_options
+from ..pipeline import discover, read_config, read_snapshot, source_options
+from ..progress import terminal
 
 
 def config_parent() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--config", metavar="FILE", help="topolabel.yaml; flags override it")
+    return parser
+
+
+def output_parent() -> argparse.ArgumentParser:
+    """`-o` for commands that print a result: a table for people, JSON or YAML for tools."""
+    parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
     return parser
 
@@ -53,12 +63,6 @@ def seconds(text: str) -> float:
     return value
 
 
-def kube_of(args: argparse.Namespace, pool: int = 64) -> client.ApiClient:
-    """The API client for --kubeconfig/--context, with the command's timeouts."""
-    timeouts = Timeouts(getattr(args, "connect_timeout", Timeouts.connect), getattr(args, "request_timeout", Timeouts.read))
-    return connect(args.kubeconfig, args.context, pool, timeouts)
-
-
 def source_parent() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--source", choices=sorted(SOURCES), help="where topology comes from")
@@ -74,26 +78,69 @@ def snapshot_parent() -> argparse.ArgumentParser:
     return parser
 
 
+PARENTS = {"config": config_parent, "output": output_parent, "cluster": cluster_parent, "snapshot": snapshot_parent,
+           "source": source_parent}
+
+
 def config_of(args: argparse.Namespace) -> Config:
-    return load_config(args.config)
+    return read_config(args.config)
 
 
-def cluster_nodes(args: argparse.Namespace, required: bool = True) -> list[Node]:
-    """Nodes from --nodes or the cluster; none when not required and no cluster was named."""
+def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: str | None = None) -> list[Node]:
+    """Nodes from --nodes or the cluster; none when not required and no cluster was named.
+
+    With --snapshot and no cluster named, `needed_for` says what the nodes are for, and the error when the
+    default kubeconfig reaches no cluster says that --nodes would do instead."""
     if args.nodes:
         return load_nodes_file(args.nodes)
-    if not required and not (args.kubeconfig or args.context):
+    named = args.kubeconfig or args.context
+    if not required and not named:
         return []
-    return list_nodes(kube_of(args))
+    try:
+        api = connect(args)
+    except InputError as exc:
+        if named or not needed_for or not getattr(args, "snapshot", None):
+            raise
+        raise InputError(f"--snapshot says where nodes sit, not {needed_for}: add --nodes FILE (`kubectl get nodes "
+                         f"-o yaml`) or a cluster with --kubeconfig/--context ({exc})") from None
+    from labeler.kube import list_nodes
+
+    return list_nodes(api)
+
+
+def connect(args: argparse.Namespace, pool: int = 64) -> Any:
+    """An API client for --kubeconfig/--context with the command's timeouts; the Kubernetes client loads only
+    here (start-up time)."""
+    from labeler.kube import connect as kube_connect
+
+    timeouts = Timeouts(getattr(args, "connect_timeout", Timeouts.connect), getattr(args, "request_timeout", Timeouts.read))
+    return kube_connect(getattr(args, "kubeconfig", None), getattr(args, "context", None), pool, timeouts)
+
+
+def given_source_flags(args: argparse.Namespace) -> list[str]:
+    """The source flags given on the command line (those differing from their defaults)."""
+    return [flag for dest, (flag, default) in _source_flags().items() if getattr(args, dest, default) != default]
+
+
+@lru_cache(maxsize=1)
+def _source_flags() -> dict[str, tuple[str, object]]:
+    """dest -> (flag, default) of every source flag."""
+    return {a.dest: (a.option_strings[-1], a.default) for a in source_parent()._actions if a.option_strings
+            and a.dest != "help"}
 
 
 def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None = None) -> Snapshot:
     """The snapshot given with --snapshot, or a fresh discovery from the configured source. Without `nodes`
     the cluster is read only when the source needs it: fabric sources (inventory, InfiniBand, LLDP files)
-    run without one."""
+    run without one. Source flags with --snapshot are refused: nothing would read them."""
     if getattr(args, "snapshot", None):
+        flags = given_source_flags(args)
+        if flags:
+            raise InputError(f"{', '.join(flags)}: a source's flags have no effect with --snapshot (the snapshot is "
+                             "the topology); drop them, or drop --snapshot to discover")
         return read_snapshot(args.snapshot)
     source, options = source_options(cfg, vars(args))
     if nodes is None:
         nodes = cluster_nodes(args, required=source.needs_nodes)
-    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}")
+    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}",
+                    cluster=lambda: connect(args), progress=terminal())

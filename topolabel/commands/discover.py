@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..output import emit, snapshot_table
+from . import COMMANDS
 from .common import config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -15,8 +16,8 @@ EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("discover", help="find where each node sits and print the snapshot",
-                            parents=[parents["config"], parents["cluster"], parents["source"]],
+    parser = sub.add_parser("discover", help=COMMANDS["discover"],
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.set_defaults(run=run)
 

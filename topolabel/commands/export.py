@@ -11,19 +11,23 @@ from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream
 
 from ..output import problems_table
-from .common import config_of, snapshot_of
+from ..progress import terminal
+from . import COMMANDS
+from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
   topolabel export slurm --snapshot snap.json > topology.conf
   topolabel export slurm --snapshot snap.json --format block --block-level rack --strip-domain
   topolabel export slurm --snapshot snap.json --format yaml --slurm-name '^gke-(.*)$=\\1' > topology.yaml
+  topolabel export slurm --snapshot snap.json --nodes nodes.yaml --no-topology --trim-tiers 1
+  topolabel export slurm --snapshot snap.json --config topolabel.yaml --kubeconfig ~/.kube/config --format yaml
   topolabel export volcano --snapshot snap.json | kubectl apply -f -
   topolabel export kai --snapshot snap.json --output-dir gitops/kai
 """
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("export", help="the topology for Slurm (topology.conf/.yaml), Volcano or KAI",
+    parser = sub.add_parser("export", help=COMMANDS["export"],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     config = argparse.ArgumentParser(add_help=False)
     config.add_argument("--config", metavar="FILE", help="topolabel.yaml (levels, key prefix, kueue.topologyName)")
@@ -43,20 +47,21 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
-    snap = snapshot_of(args, cfg)
+    nodes = cluster_nodes(args, required=False)  # only when named: for the exporter and the source alike
+    snap = snapshot_of(args, cfg, nodes or None)
     exporter: Exporter = args.exporter
-    result = exporter.export(snap, cfg, vars(args))
+    result = exporter.export(snap, cfg, vars(args), nodes)
     if result.problems:
         problems_table(result.problems, sys.stderr)
     if not exporter.objects:
         sys.stdout.write(result.text)
         return 0
     if not args.output_dir:
-        sys.stdout.write(stream(result.objects))
+        sys.stdout.write(stream(result.objects, terminal()))
         return 0
     generator = f"export {exporter.name}"
     directory = read_dir(Path(args.output_dir), generator)
-    gone = directory.write(render(result.objects, generator, prefix=f"{exporter.name}-"))
+    gone = directory.write(render(result.objects, generator, prefix=f"{exporter.name}-", progress=terminal()))
     removed = f", {len(gone)} superseded removed" if gone else ""
     print(f"{directory.path}: {len(result.objects)} object(s) written{removed}", file=sys.stderr)
     return 0

@@ -5,17 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from kueue_config.tas import jobfile
 from kueue_config.tas.capacity import free_capacity
-from kueue_config.tas.fit import FitReport, fit
-from kueue_config.tas.setup import Flavor, TASSetup
+from kueue_config.tas.fit import FitReport, PodSetFit, fit
+from kueue_config.tas.gates import Gates
+from kueue_config.tas.lint import LintContext, lint, rejections
+from kueue_config.tas.render_tree import short_names
+from kueue_config.tas.setup import Queue, TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
 from labeler.files import read_text
 
-from ..output import console, emit
+from ..output import console, emit, name_column
+from . import COMMANDS
 from .common import cluster_nodes, config_of
 from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
 
@@ -24,64 +30,112 @@ EXAMPLES = """examples:
   topolabel fit job.yaml --nodes nodes.yaml --pods pods.yaml --kueue-dir gitops/kueue -o json
   topolabel fit examples/jobs/pytorchjob.yaml --config examples/topolabel.yaml --snapshot snap.json \\
       --nodes examples/nodes.yaml
-exit status: 0 fits, 1 does not fit, 2 bad input
+exit status: 0 fits, 1 does not fit, 2 bad input or a job Kueue rejects, or one fit cannot judge
 """
+SHOWN_NODES = 3
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("fit", help="would Kueue TAS admit this job now, in which domains",
-                            parents=[parents["config"], parents["cluster"], parents["snapshot"], tas_parent(),
+    parser = sub.add_parser("fit", help=COMMANDS["fit"],
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"], tas_parent(),
                                      flavor_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", metavar="FILE", help="job YAML, annotated for TAS (- for stdin)")
+    parser.add_argument("--kueue-feature-gates", metavar="GATES",
+                        help="Kueue's feature gates when not the v0.19.2 defaults, e.g. TASBalancedPlacement=true; "
+                             "fit refuses (exit 2) where a gate it does not model would change the answer")
     parser.set_defaults(run=run)
 
 
-def _flavors(setup: TASSetup, queue: str | None, namespace: str, topology: str, only: str | None) -> list[Flavor]:
-    flavors = [f for f in setup.flavors_for(queue, namespace) if f.topology == topology]
-    if only:
-        flavors = [f for f in setup.flavors.values() if f.name == only]
-        if not flavors:
-            raise TopologyError(f"no ResourceFlavor {only!r}; known: {', '.join(sorted(setup.flavors)) or 'none'}")
-    return flavors
+def queue_of(setup: TASSetup, workload: Workload, flavor: str | None, topology: str | None) -> Queue:
+    """The flavors Kueue would try for this workload, narrowed by --flavor / --topology."""
+    name = ((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
+    queue = setup.queue(str(name) if name else None, workload.namespace or "default")
+    if flavor and flavor not in setup.flavors:
+        raise TopologyError(f"no ResourceFlavor {flavor!r}; known: {', '.join(sorted(setup.flavors)) or 'none'}")
+    if topology and topology not in setup.topologies:
+        raise TopologyError(f"no Topology {topology!r}; known: {', '.join(sorted(setup.topologies)) or 'none'}")
+    narrowed = queue.only(flavor, topology)
+    if flavor and not narrowed.flavors:
+        narrowed = Queue(queue.cluster_queue, (setup.flavors[flavor],), queue.covered)
+    return narrowed
 
 
-def fit_one(args: argparse.Namespace, workload: Workload, setup: TASSetup, nodes, free) -> FitReport:
-    queue = ((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
-    namespace = workload.namespace or "default"
-    name, keys = setup.topology_for(queue, namespace, args.topology)
-    flavors = _flavors(setup, queue, namespace, name, args.flavor)
-    return fit(workload, nodes, free, name, keys, flavors, setup.tas_only(queue, namespace))
+def check_accepted(workload: Workload, queue: Queue, gates: Gates, origin: str) -> None:
+    """Refuse (exit 2) a job Kueue or the API server would reject: there is nothing to place."""
+    keys = tuple(f.levels for f in queue.flavors if f.levels) or None
+    refused = rejections(lint([workload], LintContext(keys, queue.tas_only, gates)))
+    if refused:
+        first = refused[0]
+        more = f" (and {len(refused) - 1} more; `topolabel job check` lists them)" if len(refused) > 1 else ""
+        verb = "rejects" if first.effect == "rejected" else "cannot create the Workload of"
+        raise TopologyError(f"{origin}: Kueue {verb} {first.object}: {first.path}: {first.message}{more}")
+
+
+def _request(p: PodSetFit) -> str:
+    return f"{p.mode} {p.level.rsplit('/', 1)[-1] if p.level else ''}".strip()
+
+
+def _where(p: PodSetFit) -> list[str]:
+    """The domains at the placement level, by short name (hash values cut), with their pods."""
+    names = short_names([d["values"][-1] for d in p.domains])
+    return [f"{names[d['values'][-1]]} ({d['pods']})" for d in p.domains] or ["-"]
+
+
+def _nodes(p: PodSetFit) -> list[str]:
+    if not p.fits:
+        return ["[red]no place[/]"]
+    lines = [escape(f"{n.get('node') or n.get('domain')}: {n['pods']}") for n in p.nodes[:SHOWN_NODES]]
+    if len(p.nodes) > SHOWN_NODES:
+        lines.append(f"+{len(p.nodes) - SHOWN_NODES} more (-o json)")
+    return lines or ["-"]
 
 
 def print_report(workload: Workload, report: FitReport) -> None:
     con = console()
-    data = report.to_dict()
+    where = []
+    if report.flavor:
+        where.append(f"flavor {report.flavor}")
+    if report.topology:
+        where.append(f"Topology {report.topology}, {report.nodes_counted} node(s) counted")
     verdict = "[green]fits[/]" if report.fits else "[red]does not fit[/]"
-    con.print(f"{workload.ref}: {verdict} - {data['pods']} pod(s), Topology {report.topology}"
-              + (f", flavor {report.flavor}" if report.flavor else "") + f", {report.nodes_counted} node(s) counted")
-    table = Table()
-    for col in ("podset", "pods", "request", "placed in", "most pods in one domain", "nodes / message"):
-        table.add_column(col, overflow="fold")
-    for p in report.podsets:
-        request = f"{p.mode} {p.level or ''}".strip()
-        where = ", ".join("/".join(d["values"]) + f" ({d['pods']})" for d in p.domains) or "-"
-        detail = ", ".join(f"{n.get('node') or n.get('domain')}:{n['pods']}" for n in p.nodes[:3])
-        if len(p.nodes) > 3:
-            detail += f" and {len(p.nodes) - 3} more (-o json lists all)"
-        prefix = f"{p.workload}/" if workload.workloads > 1 else ""
-        table.add_row(prefix + p.podset, str(p.pods), request, where if p.fits else "-",
-                      str(p.max_pods_in_one_domain), detail if p.fits else f"[red]{p.message}[/]")
+    pods = sum(p.pods for p in report.podsets)
+    con.print(f"{escape(workload.ref)}: {verdict} - {pods} pod(s) in {len(report.podsets)} PodSet(s)"
+              + (f"; {escape(', '.join(where))}" if where else ""))
+    if report.kueue_message:
+        con.print(f"Kueue: {escape(report.kueue_message)}")
+    several = workload.workloads > 1
+    rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), "\n".join(_where(p)),
+             "\n".join(_nodes(p))) for p in report.podsets]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    name_column(table, "PodSet", [r[0] for r in rows])
+    table.add_column("pods", justify="right")
+    table.add_column("request")
+    name_column(table, "placed in", [r[3] for r in rows])
+    name_column(table, "nodes: pods", [r[4] for r in rows])
+    for row in rows:
+        table.add_row(*(escape(x) for x in row[:4]), row[4])
     con.print(table)
-    excluded = {k: v for k, v in data["nodes_excluded"].items() if v}
+    for p in report.podsets:
+        if p.note:
+            con.print(f"[yellow]note:[/] PodSet {escape(p.podset)}: {escape(p.note)}")
+    excluded = report.excluded.text(report.flavor, report.flavor_labels)
     if excluded:
-        con.print("not counted: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in excluded.items()))
+        con.print(f"nodes left out: {escape(excluded)}")
+    failed = [a for a in report.attempts if not a.fits]
+    if len(report.attempts) > 1 and failed:
+        con.print("Kueue tries the flavors in turn, one scheduling cycle each (and again whenever the cluster "
+                  "changes, so a pending Workload shows each message in turn):")
+        for a in report.attempts:
+            outcome = "admits it" if a.fits else escape(a.message)
+            con.print(f"  {escape('+'.join(a.flavors) or '(no flavor)')}: {outcome}")
     for note in report.problems:
-        con.print(f"[yellow]note:[/] {note}")
+        con.print(f"[yellow]note:[/] {escape(note)}")
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
+    gates = Gates.parse(args.kueue_feature_gates)
     docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
     nodes = cluster_nodes(args)
@@ -92,9 +146,15 @@ def run(args: argparse.Namespace) -> int:
     if args.nodes and not args.pods:
         notes.append("no --pods given: every node counts as empty")
     free = free_capacity(nodes, running_pods(args))
-    reports = [fit_one(args, w, ctx.setup, nodes, free) for w in workloads]
-    for report in reports:
+    reports = []
+    for workload in workloads:
+        queue = queue_of(ctx.setup, workload, args.flavor, args.topology)
+        check_accepted(workload, queue, gates, args.file)
+        report = fit(workload, nodes, free, queue, gates)
+        if queue.cluster_queue is None:
+            report.problems.append("the job's queue does not resolve to a ClusterQueue here; every flavor was tried")
         report.problems += notes
+        reports.append(report)
     if args.output == "table":
         for workload, report in zip(workloads, reports):
             print_report(workload, report)

@@ -6,17 +6,19 @@ import argparse
 import sys
 
 from rich.markup import escape
-from rich.table import Table
 
 from kueue_config.tas import jobfile
 from kueue_config.tas.annotate import TASRequest, annotate
-from kueue_config.tas.lint import ERROR, WARNING, lint, summary
+from kueue_config.tas.gates import Gates
+from kueue_config.tas.lint import ERROR, WARNING, LintContext, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
-from labeler.config import load_config
+from labeler.errors import TopologyError
 from labeler.files import read_text, write_atomic
 
-from ..output import FORMATS, console, emit
+from ..output import FORMATS, console, emit, table
+from ..pipeline import read_config
+from . import COMMANDS
 from .common import add_timeouts
 from .tas_common import TASContext, tas_context, tas_parent
 
@@ -37,7 +39,7 @@ def _source_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    job = sub.add_parser("job", help="annotate or check a job for Kueue Topology-Aware Scheduling",
+    job = sub.add_parser("job", help=COMMANDS["job"],
                          epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     verbs = job.add_subparsers(dest="verb", required=True, metavar="VERB")
     common = [parents["snapshot"], tas_parent()]
@@ -65,29 +67,47 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     chk.set_defaults(run=run_check)
 
 
-def _keys(ctx: TASContext, workload: Workload, queue: str | None, topology: str | None) -> tuple[str, ...] | None:
-    """The level keys of the Topology this workload's queue reaches, or None without a set-up to ask."""
+def _keys(ctx: TASContext, workload: Workload, queue: str | None,
+          topology: str | None) -> tuple[tuple[str, ...], ...] | None:
+    """The level keys of each Topology this workload's queue reaches, or None without a set-up to ask."""
     if ctx.setup is None:
         return None
-    return ctx.setup.topology_for(queue, workload.namespace or "default", topology)[1]
+    return tuple(ctx.setup.level_keys(queue, workload.namespace or "default", topology))
+
+
+def _context(ctx: TASContext, workload: Workload, queue: str | None, args: argparse.Namespace) -> LintContext:
+    keys = _keys(ctx, workload, queue, args.topology)
+    tas_only = ctx.setup.queue(queue, workload.namespace or "default").tas_only if ctx.setup else None
+    return LintContext(keys, tas_only, Gates.parse(getattr(args, "kueue_feature_gates", None)))
+
+
+def _resolve(level: str, keys: tuple[tuple[str, ...], ...] | None, ctx: TASContext) -> str:
+    """A level name or key resolved in every Topology the queue reaches; they must agree."""
+    if keys is None:
+        return resolve_level(level, None, ctx.known_levels)
+    found = {resolve_level(level, k, ctx.known_levels) for k in keys}
+    if len(found) > 1:
+        raise TopologyError(f"level {level!r} means {' or '.join(sorted(found))} in the queue's Topologies; "
+                            "give the label key, or --topology NAME")
+    return found.pop()
 
 
 def run_annotate(args: argparse.Namespace) -> int:
     text = read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)
-    ctx = tas_context(args, load_config(args.config))
+    ctx = tas_context(args, read_config(args.config))
     notes: list[str] = []
     for workload in workloads:
         keys = _keys(ctx, workload, args.queue, args.topology)
-        level = resolve_level(args.within, keys, ctx.known_levels)
-        slice_level = resolve_level(args.slice_within, keys, ctx.known_levels) if args.slice_within else None
+        level = _resolve(args.within, keys, ctx)
+        slice_level = _resolve(args.slice_within, keys, ctx) if args.slice_within else None
         request = TASRequest(args.queue, level, args.preferred, args.slice_size, slice_level)
-        notes += annotate(workload, request, keys)
+        notes += annotate(workload, request, keys[0] if keys and len(keys) == 1 else None)
         if keys is None:
             notes.append(f"{workload.ref}: level {level} not checked against a Topology (no --kueue-dir, "
                          "--snapshot or --kubeconfig)")
-    out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"))
+    out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"), indent=jobfile.guess_indent(text))
     if args.in_place and args.file != "-":
         write_atomic(args.file, out)
     else:
@@ -100,22 +120,22 @@ def run_annotate(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
-    ctx = tas_context(args, load_config(args.config))
+    ctx = tas_context(args, read_config(args.config))
     findings = []
     for workload in workloads:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None
-        findings += lint([workload], _keys(ctx, workload, queue, args.topology))
+        findings += lint([workload], _context(ctx, workload, queue, args))
     counts = summary(findings)
     if args.output == "table":
         if findings:
-            table = Table(title=f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)",
-                          title_justify="left")
+            grid = table(title=f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)",
+                         title_justify="left")
             for col in ("severity", "object", "path", "problem", "fix"):
-                table.add_column(col, overflow="fold")
+                grid.add_column(col, overflow="fold")
             for f in findings:
                 style = "red" if f.severity == ERROR else "yellow"
-                table.add_row(f"[{style}]{f.severity}[/]", *(escape(x) for x in (f.object, f.path, f.message, f.fix)))
-            console().print(table)
+                grid.add_row(f"[{style}]{f.severity}[/]", *(escape(x) for x in (f.object, f.path, f.message, f.fix)))
+            console().print(grid)
         else:
             checked = "" if ctx.setup else " (levels not checked against a Topology)"
             print(f"{args.file}: {len(workloads)} workload(s), no problems found{checked}")

@@ -1,43 +1,74 @@
-"""`topolabel kueue`: Kueue TAS objects as files for GitOps, or a stream."""
+"""`topolabel kueue`: Kueue objects as files for GitOps, or a stream in YAML or JSON."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from kueue_config.files import diff, read_dir, render, stream
 from kueue_config.objects import generate
+from labeler.errors import InputError
 
 from ..output import problems_table
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 GENERATOR = "kueue"
 EXAMPLES = """examples:
   topolabel kueue --snapshot snap.json --nodes examples/nodes.yaml --output-dir gitops/kueue
-  topolabel kueue --source labels --preset gke --nodes nodes.yaml --output-dir -      # stream to stdout
+  topolabel kueue --source labels --preset gke --nodes nodes.yaml -o yaml | kubectl apply -f -
+  topolabel kueue --snapshot snap.json --nodes nodes.yaml -o json | jq '.items[].metadata.name'
   topolabel kueue --snapshot snap.json --nodes nodes.yaml --output-dir gitops/kueue --check   # in CI
+exit status: 0 written or up to date, 1 with --check when DIR differs, 2 on errors.
 """
+STREAMS = ("yaml", "json")
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("kueue", help="generate Topology, ResourceFlavor, ClusterQueue, LocalQueue YAML",
+    parser = sub.add_parser("kueue", help=COMMANDS["kueue"],
                             parents=[parents["config"], parents["cluster"], parents["snapshot"], parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output-dir", metavar="DIR", required=True, help="directory to write, or - for stdout")
+    out = parser.add_argument_group("output (one of)")
+    out.add_argument("--output-dir", metavar="DIR", help="write one file per object and a kustomization.yaml "
+                                                         "(- streams YAML to stdout, as -o yaml)")
+    out.add_argument("-o", "--output", choices=STREAMS,
+                     help="stream the objects to stdout: YAML documents, or a JSON List as kubectl prints one")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 and show the diff when DIR differs from what would be generated")
     parser.set_defaults(run=run)
 
 
+def output_mode(args: argparse.Namespace) -> str:
+    """`dir`, `yaml` or `json`; a combination that would leave a flag unused is refused."""
+    if args.output and args.output_dir:
+        raise InputError(f"-o {args.output} streams to stdout and --output-dir writes files: give one of them")
+    if args.check and (args.output or args.output_dir in (None, "-")):
+        raise InputError("--check compares a directory: give --output-dir DIR (and no -o)")
+    if args.output:
+        return args.output
+    if args.output_dir == "-":
+        return "yaml"
+    if not args.output_dir:
+        raise InputError("give --output-dir DIR (files for Git) or -o yaml|json (a stream to stdout)")
+    return "dir"
+
+
 def run(args: argparse.Namespace) -> int:
+    mode = output_mode(args)
     cfg = config_of(args)
-    nodes = cluster_nodes(args)
+    nodes = cluster_nodes(args, needed_for="which pool each node is in and what it holds (ResourceFlavors need "
+                                           "the pool labels and taints, ClusterQueue quotas the allocatable)")
     result = generate(snapshot_of(args, cfg, nodes), nodes, cfg)
     if result.problems:
         problems_table(result.problems, sys.stderr)
-    if args.output_dir == "-":
+    if mode == "yaml":
         sys.stdout.write(stream(result.objects))
+        return 0
+    if mode == "json":
+        json.dump({"apiVersion": "v1", "kind": "List", "items": result.objects}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
         return 0
     directory = read_dir(Path(args.output_dir), GENERATOR)
     new = render(result.objects, GENERATOR)

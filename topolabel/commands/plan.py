@@ -7,18 +7,23 @@ import argparse
 from labeler.plan import Plan, check_share, make_plan
 
 from ..output import emit, plan_table
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
   topolabel plan --snapshot snap.json --nodes examples/nodes.yaml
   topolabel plan --source labels --preset gke --kubeconfig ~/.kube/config -o json
+  topolabel plan --config topolabel.yaml --snapshot snap.json --exit-code   # in CI: 1 when labels would change
+exit status: 0, or with --exit-code 0 when nothing would change and 1 when something would; 2 on errors.
 """
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("plan", help="show which labels would be set and removed",
+    parser = sub.add_parser("plan", help=COMMANDS["plan"],
                             parents=plan_parents(parents), epilog=EXAMPLES,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--exit-code", action="store_true",
+                        help="exit 1 when there are changes, 0 when there are none (2 on errors), like kubectl diff")
     parser.set_defaults(run=run)
 
 
@@ -26,13 +31,13 @@ def plan_parents(parents: dict[str, argparse.ArgumentParser]) -> list[argparse.A
     force = argparse.ArgumentParser(add_help=False)
     force.add_argument("--force", action="store_true",
                        help="accept a plan that rewrites labels on more nodes than plan.maxChangeFraction")
-    return [parents["config"], parents["cluster"], parents["snapshot"], parents["source"], force]
+    return [parents["config"], parents["output"], parents["cluster"], parents["snapshot"], parents["source"], force]
 
 
 def build(args: argparse.Namespace) -> Plan:
     """Discover (or read the snapshot), plan against the nodes, refuse too large a disturbance."""
     cfg = config_of(args)
-    nodes = cluster_nodes(args)
+    nodes = cluster_nodes(args, needed_for="which labels the nodes carry now")
     plan = make_plan(snapshot_of(args, cfg, nodes), nodes)
     check_share(plan, cfg.plan.max_change_fraction, args.force)
     return plan
@@ -44,4 +49,4 @@ def run(args: argparse.Namespace) -> int:
         plan_table(plan)
     else:
         emit(plan.to_dict(), args.output)
-    return 0
+    return 1 if args.exit_code and plan.changes else 0

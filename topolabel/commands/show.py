@@ -1,39 +1,100 @@
-"""`topolabel show`: the topology as a tree with free and total accelerators per domain (or an SVG)."""
+"""`topolabel show`: per flavor, the topology as a tree with free and total accelerators per domain (or an SVG)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from dataclasses import asdict
+from typing import Any
 
-from kueue_config.tas.capacity import allocatable, free_capacity
-from kueue_config.tas.fit import build_tree
-from kueue_config.tas.render_tree import domain_views, rich_tree
+from kueue_config.tas import jobfile
+from kueue_config.tas.capacity import Resources, allocatable, free_capacity
+from kueue_config.tas.fit import FitReport, fit
+from kueue_config.tas.gates import Gates
+from kueue_config.tas.render_tree import FlavorView, flavor_view, rich_tree
+from kueue_config.tas.setup import Flavor, TASSetup
 from kueue_config.tas.svg import render_svg
+from kueue_config.tas.tree import build_tree
+from kueue_config.tas.workloads import workloads_in
 from labeler.errors import TopologyError
-from labeler.files import write_atomic
+from labeler.files import read_text, write_atomic
+from labeler.nodes import Node
 
 from ..output import console, emit
+from . import COMMANDS
 from .common import cluster_nodes, config_of
+from .fit import check_accepted, queue_of
 from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
 
 EXAMPLES = """examples:
   topolabel show --kubeconfig ~/.kube/config
   topolabel show --snapshot snap.json --nodes examples/nodes.yaml --config examples/topolabel.yaml --svg topo.svg
-  topolabel show --kueue-dir gitops/kueue --nodes nodes.yaml --pods pods.yaml --depth 3 -o json
+  topolabel show --kueue-dir gitops/kueue --nodes nodes.yaml --pods pods.yaml --job job.yaml --svg where.svg
 """
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("show", help="draw the topology with free/total GPUs per domain (terminal or SVG)",
-                            parents=[parents["config"], parents["cluster"], parents["snapshot"], tas_parent(),
+    parser = sub.add_parser("show", help=COMMANDS["show"],
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
+                                     tas_parent(),
                                      flavor_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resource", default="nvidia.com/gpu", help="resource to count (default: nvidia.com/gpu)")
     parser.add_argument("--depth", type=int, metavar="N",
-                        help="levels to draw (default: all but the per-node hostname level)")
-    parser.add_argument("--svg", metavar="FILE", help="also write the picture as SVG")
+                        help="levels to draw in the terminal (default: down to the last level above single nodes)")
+    parser.add_argument("--job", metavar="FILE", help="also show where `topolabel fit` would place this job")
+    parser.add_argument("--svg", metavar="FILE", help="also write the picture as one static SVG file")
+    parser.add_argument("--kueue-feature-gates", metavar="GATES", help="as for `fit`, for --job")
     parser.set_defaults(run=run)
+
+
+def _flavors(setup: TASSetup, flavor: str | None, topology: str | None) -> list[Flavor]:
+    """The TAS flavors to draw, in name order (or the one named)."""
+    if flavor:
+        if flavor not in setup.flavors:
+            raise TopologyError(f"no ResourceFlavor {flavor!r}; known: {', '.join(sorted(setup.flavors)) or 'none'}")
+        chosen = [setup.flavors[flavor]]
+    else:
+        chosen = [f for _, f in sorted(setup.flavors.items()) if topology in (None, f.topology)]
+    tas = [f for f in chosen if f.tas]
+    if not tas:
+        raise TopologyError("no TAS flavor to draw (a ResourceFlavor whose topologyName names a Topology)"
+                            + (f": {flavor} has none" if flavor else ""))
+    return tas
+
+
+def _job(args: argparse.Namespace, setup: TASSetup, nodes: list[Node],
+         free: dict[str, Resources]) -> tuple[FitReport | None, str]:
+    """`fit`'s answer for --job, and one line that says it."""
+    if not args.job:
+        return None, ""
+    docs = jobfile.load(read_text(args.job), args.job)
+    workload = workloads_in(docs, args.job)[0]
+    queue = queue_of(setup, workload, args.flavor, args.topology)
+    gates = Gates.parse(args.kueue_feature_gates)
+    check_accepted(workload, queue, gates, args.job)
+    report = fit(workload, nodes, free, queue, gates)
+    pods = sum(p.placed_pods for p in report.podsets)
+    if report.fits:
+        line = f"job {workload.ref}: fits, {pods} pod(s) placed" + (f" in flavor {report.flavor}" if report.flavor else "")
+    else:
+        line = f"job {workload.ref}: does not fit: {report.kueue_message}"
+    return report, line
+
+
+def _placed(report: FitReport | None, flavor: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in report.podsets if report else []:
+        if p.flavor == flavor:
+            for n in p.nodes:
+                key = n.get("node") or n.get("domain")
+                out[key] = out.get(key, 0) + n["pods"]
+    return out
+
+
+def _json(views: list[FlavorView]) -> list[dict[str, Any]]:
+    return [{"flavor": v.flavor, "topology": v.topology, "levels": list(v.keys), "depth": v.depth,
+             "nodes_excluded": asdict(v.excluded), "domains": [d.to_dict() for d in v.domains]} for v in views]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,24 +103,32 @@ def run(args: argparse.Namespace) -> int:
     ctx = tas_context(args, cfg, nodes)
     if ctx.setup is None:
         raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
-    name, keys = ctx.setup.topology_for(None, "default", args.topology)
-    labels = None
-    if args.flavor:
-        if args.flavor not in ctx.setup.flavors:
-            raise TopologyError(f"no ResourceFlavor {args.flavor!r}; known: {', '.join(sorted(ctx.setup.flavors))}")
-        labels = ctx.setup.flavors[args.flavor].node_labels
+    flavors = _flavors(ctx.setup, args.flavor, args.topology)
     nodes, notes = placed_nodes(nodes, ctx.snapshot)
-    tree = build_tree(keys, nodes, free_capacity(nodes, running_pods(args)), labels, allocatable(nodes))
-    views = domain_views(tree, args.resource, args.depth)
-    title = f"Topology {name}" + (f", flavor {args.flavor}" if args.flavor else "")
+    free = free_capacity(nodes, running_pods(args))
+    totals = allocatable(nodes)
+    report, job_line = _job(args, ctx.setup, nodes, free)
+    views = []
+    for flavor in flavors:
+        tree = build_tree(flavor.levels or (), nodes, free, flavor.node_labels, totals)
+        views.append(flavor_view(flavor.name, str(flavor.topology), tree, args.resource, args.depth,
+                                 _placed(report, flavor.name)))
+    title = "Kueue TAS: " + ", ".join(sorted({str(f.topology) for f in flavors}, key=str)) + \
+        f" - {len(flavors)} flavor(s)"
     if args.svg:
-        write_atomic(args.svg, render_svg(views, title, args.resource))
+        write_atomic(args.svg, render_svg(views, title, args.resource, job_line))
         print(f"{args.svg}: written", file=sys.stderr)
     if args.output == "table":
-        console().print(rich_tree(views, title, args.resource))
+        con = console()
+        if job_line:
+            con.print(job_line, markup=False)
+        for view in views:
+            con.print(rich_tree(view))
+            excluded = view.excluded.text(view.flavor, ctx.setup.flavors[view.flavor].node_labels)
+            if excluded:
+                con.print(f"  nodes left out: {excluded}", markup=False)
         for note in notes:
-            console().print(f"[yellow]note:[/] {note}")
+            con.print(f"[yellow]note:[/] {note}")
     else:
-        emit({"topology": name, "levels": list(keys), "resource": args.resource,
-              "domains": [asdict(v) for v in views], "notes": notes}, args.output)
+        emit({"flavors": _json(views), "job": report.to_dict() if report else None, "notes": notes}, args.output)
     return 0

@@ -13,18 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from kueue_config.objects import generate
-from kueue_config.tas.capacity import PodUsage, parse_pods
-from kueue_config.tas.cluster import list_kueue_objects, list_pods
+from kueue_config.tas.capacity import PodUsage, parse_pods, pods_from_items
 from kueue_config.tas.setup import TASSetup
 from labeler.config import Config
-from labeler.documents import load_all, read_document
+from labeler.documents import load_all
 from labeler.errors import TopologyError
 from labeler.files import read_text
 from labeler.model import Level, Snapshot
-from labeler.nodes import Node
+from labeler.nodes import Node, read_items
 
 from ..pipeline import read_snapshot
-from .common import kube_of
+from .common import connect
 
 
 def tas_parent() -> argparse.ArgumentParser:
@@ -80,7 +79,9 @@ def tas_context(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None 
     elif snapshot is not None:
         objects = generate(snapshot, nodes or [], cfg).objects
     elif _uses_cluster(args):
-        objects = list_kueue_objects(kube_of(args))
+        from kueue_config.tas.cluster import list_kueue_objects
+
+        objects = list_kueue_objects(connect(args))
     origin = args.kueue_dir or args.snapshot or "cluster"
     setup = TASSetup.from_objects(objects, origin) if objects is not None else None
     known = list(snapshot.levels) if snapshot else []
@@ -108,7 +109,9 @@ def placed_nodes(nodes: list[Node], snapshot: Snapshot | None) -> tuple[list[Nod
 def running_pods(args: argparse.Namespace) -> list[PodUsage]:
     """Pods holding capacity: from --pods, from the cluster when nodes came from it, else none."""
     if args.pods:
-        return parse_pods(read_document(args.pods), args.pods)
+        return pods_from_items(read_items(args.pods, "Pod"), args.pods)
     if args.nodes:
         return []
-    return parse_pods(list_pods(kube_of(args)), "cluster")
+    from kueue_config.tas.cluster import list_pods  # the Kubernetes client, only for a cluster
+
+    return parse_pods(list_pods(connect(args)), "cluster")

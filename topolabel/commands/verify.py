@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
-from labeler.config import load_config
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
 from labeler.verify import Report, compare_sources, label_drift
 
-from ..output import console, emit
-from ..pipeline import discover, read_snapshot, source_options
+from ..output import console, emit, name_column, table
+from ..pipeline import discover, read_config, read_snapshot, source_options
+from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
 EXAMPLES = """examples:
@@ -24,8 +22,9 @@ exit status: 0 when everything agrees, 1 when something differs, 2 on errors.
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("verify", help="report nodes whose labels or sources disagree",
-                            parents=[parents["config"], parents["cluster"], parents["snapshot"], parents["source"]],
+    parser = sub.add_parser("verify", help=COMMANDS["verify"],
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
+                                     parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", metavar="SNAPSHOT", help="compare with this snapshot instead of the labels")
     parser.add_argument("--against-config", metavar="FILE", help="compare with a discovery from this config")
@@ -53,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 def _other(args: argparse.Namespace, nodes: list) -> Snapshot:
     if args.against:
         return read_snapshot(args.against)
-    other = load_config(args.against_config)
+    other = read_config(args.against_config)
     source, options = source_options(other, {})
     return discover(other, source, options, nodes, origin=args.against_config)
 
@@ -79,11 +78,12 @@ def _table(report: Report, limit: int = 50) -> None:
     con.print(f"{report.compared} node(s) compared, {len(report.disagreements)} disagreement(s); "
               f"only in {report.a}: {len(report.only_in_a)}, only in {report.b}: {len(report.only_in_b)}")
     if report.disagreements:
-        table = Table()
-        for col in ("node", "level", report.a, report.b):
-            table.add_column(col, overflow="fold")
+        grid = table()
+        name_column(grid, "node", (d.node for d in report.disagreements[:limit]))
+        for col in ("level", report.a, report.b):
+            grid.add_column(col, overflow="fold")
         for d in report.disagreements[:limit]:
-            table.add_row(d.node, d.level, d.a or "(none)", d.b or "(none)")
-        con.print(table)
+            grid.add_row(d.node, d.level, d.a or "(none)", d.b or "(none)")
+        con.print(grid)
         if len(report.disagreements) > limit:
             con.print(f"... and {len(report.disagreements) - limit} more (use -o json for all)")

@@ -21,15 +21,17 @@ from kubernetes.client.exceptions import ApiException
 from kueue_config.objects import generate
 from labeler.apply import apply_plan
 from labeler.config import Config
-from labeler.errors import PlanRefused, SourceError, TopolabelError
+from labeler.errors import PlanRefused, SourceError, StaleInput, TopolabelError
 from labeler.kube import api_error
 from labeler.model import Discovery, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION
 from labeler.nodes import Node
 from labeler.plan import Plan, check_share
+from labeler.progress import Progress, quiet
 from labeler.verify import label_drift, stale
 
 from ..pipeline import run_source
+from ..progress import logged
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -39,8 +41,12 @@ from .status import Condition, Conditions, Reporter, resource_path, status_body
 from .topology import Topology
 
 log = logging.getLogger(__name__)
+PASS_PROGRESS = logged(log, every=10.0)  # a full pass's discovery and writes, logged at most every 10 s
 
 HEARTBEAT = 10.0  # the loop wakes at least this often, so liveness sees it turn
+LOGGED_NODES = 20  # per pass and outcome; the status and Events count them all
+JOINED, CHANGED = "Joined", "Changed"
+WORDS = {JOINED: "joining", CHANGED: "changed"}
 FULL_GAP = 5.0  # least time between a finished full pass and one asked for early
 
 
@@ -55,6 +61,7 @@ class Controller:
         self.metrics = metrics
         self.health = health
         self.cache: dict[str, Node] = {}  # every node: a full pass's list, kept current by node events
+        self.asked: dict[str, Node] = {}  # every node as the source last saw it (in a full pass or on joining)
         self.reporter = Reporter(kube, metrics, opts.name, opts.namespace)
         self.conditions = Conditions()
         self.topology = Topology()
@@ -78,6 +85,7 @@ class Controller:
     def node_event(self, node: Node, deleted: bool) -> None:
         if deleted:
             self.cache.pop(node.name, None)
+            self.asked.pop(node.name, None)
             self.labeller.forget(node.name)
             self.gone.add(node.name)
         else:
@@ -102,6 +110,7 @@ class Controller:
         self.configured = True
         try:
             self.settings = resolve(self.opts, self.spec)
+            self.reporter.source = self.settings.source.name
         except TopolabelError as exc:
             self.metrics.errors.labels(kind="config").inc()
             cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
@@ -150,7 +159,7 @@ class Controller:
             body = await asyncio.to_thread(self.kube.get, resource_path(self.opts.name))
         except ApiException as exc:
             log.warning("cannot read TopologyLabeler %s (%s); using the config file and flags",
-                        self.opts.name, api_error(exc))
+                        self.opts.name, api_error(exc), extra={"reason": "ResourceUnreadable"})
             body = None
         self.resource_event(body)
 
@@ -160,7 +169,7 @@ class Controller:
             await step()
         except Exception:  # noqa: BLE001 - the loop must outlive a bug in one pass
             self.metrics.errors.labels(kind="internal").inc()
-            log.exception("the %s pass failed", scope)
+            log.exception("the %s pass failed", scope, extra={"reason": "PassFailed"})
         self.metrics.syncs.labels(scope=scope).inc()
 
     def nodes(self) -> dict[str, Node]:
@@ -182,16 +191,19 @@ class Controller:
         self.dirty.clear()
         nodes = await self.list_nodes()
         self.join_problems.clear()
+        self.asked = dict(nodes)
         settings = self.settings
         plan = await self.rediscover(settings, nodes) if settings else None
         snapshot = self.topology.snapshot
         if settings and snapshot:
-            await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg)
+            await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg,
+                             PASS_PROGRESS)
             await self.sync_kueue(settings, nodes, verify=True)
         self.metrics.last_sync.set_to_current_time()
         self.health.ready = True
         await self.report(nodes)
-        log.info("full pass over %d node(s) took %.1fs", len(nodes), asyncio.get_running_loop().time() - started)
+        log.info("full pass over %d node(s) took %.1fs", len(nodes), asyncio.get_running_loop().time() - started,
+                 extra={"reason": "FullPass", "source": settings.source.name if settings else None})
 
     async def node_pass(self) -> None:
         names, self.dirty = sorted(self.dirty), set()
@@ -201,17 +213,34 @@ class Controller:
         if settings is None:
             await self.report(nodes)
             return
-        snapshot = self.topology.snapshot
-        joined = [nodes[n] for n in names if n in nodes and (snapshot is None or n not in snapshot.nodes)]
-        if joined and settings.source.per_node:
-            await self.place(settings, joined)
+        touched = [nodes[n] for n in names if n in nodes]
+        arrived = [node for node in touched if node.name not in self.asked]
+        ask = self.to_ask(touched)
+        if ask and settings.source.per_node:
+            await self.place(settings, ask)
+        self.asked.update({node.name: node for node in [*arrived, *(node for node, _ in ask)]})
         snapshot = self.topology.snapshot
         if snapshot is not None:
-            await self.write(self.labeller.plan_for(snapshot, [nodes[n] for n in names if n in nodes], len(nodes)),
-                             settings.cfg)
-            if joined or gone:
+            await self.write(self.labeller.plan_for(snapshot, touched, len(nodes)), settings.cfg)
+            if arrived or ask or gone:
                 await self.sync_kueue(settings, nodes, verify=False)
         await self.report(nodes)
+
+    def to_ask(self, touched: list[Node]) -> list[tuple[Node, str]]:
+        """Unplaced nodes worth asking the source about, and why: joined since the source last saw every node,
+        or changed (labels, annotations, provider ID) since it last saw them. A node that was there unplaced
+        at the last full pass, as kopf's first events show every node, is not asked again nor called joining."""
+        snapshot = self.topology.snapshot
+        out: list[tuple[Node, str]] = []
+        for node in touched:
+            if snapshot is not None and node.name in snapshot.nodes:
+                continue
+            seen = self.asked.get(node.name)
+            if seen is None:
+                out.append((node, JOINED))
+            elif (seen.labels, seen.annotations, seen.provider_id) != (node.labels, node.annotations, node.provider_id):
+                out.append((node, CHANGED))
+        return out
 
     async def discover(self, settings: Settings, nodes: list[Node], scope: str) -> Discovery:
         """Run the source in a thread, giving up after --source-timeout (the thread is left to finish)."""
@@ -221,7 +250,8 @@ class Controller:
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.running = loop.run_in_executor(None, run_source, settings.source, settings.options, nodes,
-                                            settings.origin)
+                                            settings.origin, lambda: self.kube.api,
+                                            PASS_PROGRESS if scope == "full" else quiet)
         try:
             return await asyncio.wait_for(asyncio.shield(self.running), self.opts.source_timeout)
         except asyncio.TimeoutError:
@@ -267,41 +297,54 @@ class Controller:
 
     async def source_failed(self, exc: Exception) -> None:
         self.metrics.errors.labels(kind="source").inc()
-        reason = "SourceTimeout" if isinstance(exc, SourceTimeout) else "SourceFailed"
+        reason = ("SourceTimeout" if isinstance(exc, SourceTimeout) else "InputStale" if isinstance(exc, StaleInput)
+                  else "SourceFailed")
         message = str(exc) if isinstance(exc, TopolabelError) else f"{type(exc).__name__}: {exc}"
         keep = "labelling from the last good topology" if self.topology.snapshot else "no topology yet"
         await self.transition("SourceAvailable", False, reason, f"{message}; nothing removed, {keep}")
 
-    async def place(self, settings: Settings, joined: list[Node]) -> None:
-        """Ask a per-node source about joining nodes and merge the answer into the last good topology."""
-        names = [n.name for n in joined]
+    async def place(self, settings: Settings, ask: list[tuple[Node, str]]) -> None:
+        """Ask a per-node source about joining (or changed) nodes and merge the answer into the last good
+        topology. Each node is logged with its name, the source and why it was asked."""
+        names = [node.name for node, _ in ask]
+        source = settings.source.name
         try:
-            answer = await self.discover(settings, joined, "join")
+            answer = await self.discover(settings, [node for node, _ in ask], "join")
             cluster = [self.labeller.effective(node) for node in self.cache.values()]
             merged = self.topology.join(settings.cfg, answer, names, cluster)
         except Exception as exc:  # noqa: BLE001 - a failed join waits for the next full pass
             self.metrics.errors.labels(kind="source").inc()
-            log.warning("could not place joining node(s) %s: %s", ", ".join(names[:5]), exc)
-            for name in names:
-                self.join_problems[name] = Problem("operator", f"not placed on joining ({exc}); retried at the "
-                                                               "next resync", name)
+            for node, why in ask[:LOGGED_NODES]:
+                log.warning("could not place %s node %s: %s", WORDS[why], node.name, exc,
+                            extra={"node": node.name, "source": source, "reason": why})
+            for node, why in ask:
+                self.join_problems[node.name] = Problem("operator", f"not placed when it {WORDS[why]} ({exc}); "
+                                                                    "retried at the next resync", node.name)
             return
         for name in names:
             self.join_problems.pop(name, None)
         if not merged:
             self.request_full(soon=True)
+            return
+        placed = self.topology.snapshot.nodes if self.topology.snapshot else {}
+        for node, why in ask[:LOGGED_NODES]:
+            if node.name in placed:
+                log.info("placed %s node %s", WORDS[why], node.name,
+                         extra={"node": node.name, "source": source, "reason": why})
 
-    async def write(self, plan: Plan, cfg: Config) -> None:
+    async def write(self, plan: Plan, cfg: Config, progress: Progress = quiet) -> None:
         if not plan.changes:
             return
         result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
-                                         cfg.apply.retries, True)
+                                         cfg.apply.retries, True, progress)
         self.labeller.record(plan, result)
         if result.written:
             await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",
                                     f"wrote topology labels on {len(result.written)} node(s)")
         if result.failed:
             self.metrics.errors.labels(kind="labels").inc(len(result.failed))
+            for node, error in sorted(result.failed.items())[:LOGGED_NODES]:
+                log.warning("could not label node %s: %s", node, error, extra={"node": node, "reason": "WriteFailed"})
 
     async def sync_kueue(self, settings: Settings, nodes: dict[str, Node], verify: bool) -> None:
         """Bring the Kueue objects to what the topology generates; `verify` reads the server even when

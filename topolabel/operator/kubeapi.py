@@ -2,24 +2,28 @@
 
 The typed clients need a method per kind and scope; the operator touches Kueue kinds, its own resource,
 Events and Nodes, so one path-based call keeps that uniform. Nodes go through `labeler.kube` like the CLI.
+
+Calls are counted by Kubernetes verb, the words RBAC and the audit log use, not by HTTP method: `get`,
+`list`, `create`, `patch` (a merge patch), `apply` (a server-side apply, an HTTP PATCH too) and `delete`.
+(`watch` is kopf's, and not counted here.)
 """
 
 from __future__ import annotations
 
-import json
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import KubeUnreachable
-from labeler.kube import MERGE_PATCH, call_with_retries, list_pages, patch_node, read_body
-from labeler.nodes import Node, parse_nodes
+from labeler.kube import MERGE_PATCH, call_with_retries, pages, patch_node, request_json
+from labeler.nodes import Node, nodes_from_pages
 
 from .metrics import Metrics
 
 APPLY_PATCH = "application/apply-patch+yaml"
+HTTP_METHOD = {"get": "GET", "list": "GET", "create": "POST", "patch": "PATCH", "apply": "PATCH", "delete": "DELETE"}
 FIELD_MANAGER = "topolabel"
 
 
@@ -59,48 +63,39 @@ class Kube:
 
         return call_with_retries(attempt, self.retries, patient=True)
 
-    def request(self, method: str, path: str, *, body: Any = None, query: Iterable[tuple[str, str]] = (),
+    def request(self, verb: str, path: str, *, body: Any = None, query: Iterable[tuple[str, str]] = (),
                 content_type: str = "application/json") -> Any:
-        """One call; the decoded JSON answer, or ApiException for a non-2xx status."""
-        resource = _resource_of(path)
-
-        def call() -> Any:
-            req = self.api.param_serialize(method, path, query_params=list(query),
-                                           header_params={"Content-Type": content_type, "Accept": "application/json"},
-                                           body=body, auth_settings=["BearerToken"])
-            resp = self.api.call_api(*req)
-            text = read_body(self.api, resp.response).decode(errors="replace")
-            if not 200 <= resp.status <= 299:
-                raise ApiException.from_response(http_resp=resp, body=text, data=None)
-            try:
-                return json.loads(text) if text else None
-            except ValueError:
-                raise KubeUnreachable(f"{self.api.configuration.host}: answered {path} with something that is "
-                                      "not JSON") from None
-
-        return self.counted(method.lower(), resource, call)
+        """One call (`verb` is the Kubernetes verb, counted in the metric); the decoded JSON answer, or
+        ApiException for a non-2xx status."""
+        return self.counted(verb, _resource_of(path),
+                            lambda: request_json(self.api, HTTP_METHOD[verb], path, body=body, query=query,
+                                                 content_type=content_type))
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:
-            return self.request("GET", path)
+            return self.request("get", path)
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def list(self, path: str, label_selector: str | None = None, page: int = 500) -> list[dict[str, Any]]:
-        """Every item, page by page; each page is one counted, retried request."""
+    def pages(self, path: str, label_selector: str | None = None, page: int = 500) -> Iterator[list[dict[str, Any]]]:
+        """The items, page by page; each page is one counted, retried request."""
         query = [("limit", str(page))] + ([("labelSelector", label_selector)] if label_selector else [])
-        return list_pages(lambda token: self.request("GET", path, query=query + ([("continue", token)] if token else [])),
-                          call=lambda fetch: fetch())  # request() already retries each page
+        return pages(lambda token: self.request("list", path, query=query + ([("continue", token)] if token else [])),
+                     call=lambda fetch: fetch())  # request() already retries each page
+
+    def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """Every item of every page."""
+        return [item for items in self.pages(path, label_selector) for item in items]
 
     def create(self, path: str, obj: dict[str, Any]) -> Any:
-        return self.request("POST", path, body=obj, query=[("fieldManager", FIELD_MANAGER)])
+        return self.request("create", path, body=obj, query=[("fieldManager", FIELD_MANAGER)])
 
     def apply(self, path: str, obj: dict[str, Any]) -> Any:
         """Server-side apply as `topolabel`; where the server answers 404 for a missing object, create it."""
         try:
-            return self.request("PATCH", path, body=obj, content_type=APPLY_PATCH,
+            return self.request("apply", path, body=obj, content_type=APPLY_PATCH,
                                 query=[("fieldManager", FIELD_MANAGER), ("force", "true")])
         except ApiException as exc:
             if exc.status != 404:
@@ -108,19 +103,19 @@ class Kube:
         return self.create(path.rsplit("/", 1)[0], obj)
 
     def merge_patch(self, path: str, body: dict[str, Any]) -> Any:
-        return self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+        return self.request("patch", path, body=body, content_type=MERGE_PATCH)
 
     def delete(self, path: str) -> Any:
         """Delete; an object that is already gone counts as deleted."""
         try:
-            return self.request("DELETE", path)
+            return self.request("delete", path)
         except ApiException as exc:
             if exc.status != 404:
                 raise
         return None
 
     def list_nodes(self) -> list[Node]:
-        return parse_nodes(self.list("/api/v1/nodes"), "cluster")
+        return nodes_from_pages(self.pages("/api/v1/nodes"), "cluster")
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
         """One label patch; `labeler.apply` retries it, so this counts the attempt and re-raises."""

@@ -26,10 +26,11 @@ from .kubeapi import Kube
 log = logging.getLogger(__name__)
 
 API = f"/apis/{KUEUE_API_VERSION}"
-PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
-           "LocalQueue": "localqueues"}
+PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "Cohort": "cohorts",
+           "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}
 IMMUTABLE = frozenset({"Topology", "ResourceFlavor"})
-DELETE_ORDER = ("LocalQueue", "ClusterQueue", "ResourceFlavor", "Topology")  # users before what they use
+DELETE_ORDER = ("LocalQueue", "ClusterQueue", "Cohort", "ResourceFlavor", "Topology")  # users before what they use
+OPTIONAL = frozenset({"Cohort"})  # kinds an older Kueue does not serve; a 404 listing them means "none"
 SOURCE = "kueue"
 
 Key = tuple[str, str | None, str]
@@ -228,7 +229,13 @@ class KueueSync:
     def existing(self) -> list[Obj]:
         out = []
         for kind in PLURALS:
-            for obj in self.kube.list(path(kind)):
+            try:
+                listed = self.kube.list(path(kind))
+            except ApiException as exc:
+                if exc.status != 404 or kind not in OPTIONAL:
+                    raise
+                listed = []
+            for obj in listed:
                 obj.setdefault("kind", kind)
                 out.append(obj)
         return out
@@ -248,7 +255,7 @@ class KueueSync:
         changes = result.changes
         replacing = {key(o) for o in changes.replace}
         applying = {key(o) for o in changes.apply}
-        for obj in desired:  # in dependency order: Topology, ResourceFlavors, ClusterQueue, LocalQueues
+        for obj in desired:  # in dependency order: Topology, ResourceFlavors, Cohorts, ClusterQueues, LocalQueues
             if key(obj) in replacing:
                 self._write(result, "replaced", obj)
             elif key(obj) in applying:
@@ -270,7 +277,7 @@ class KueueSync:
                     self.kube.create(where.rsplit("/", 1)[0], obj)
         except ApiException as exc:
             result.errors.append(f"could not write {describe(obj)}: {api_error(exc)}")
-            log.warning("kueue: %s", result.errors[-1])
+            log.warning("kueue: %s", result.errors[-1], extra={"reason": "KueueWriteFailed"})
             return
         result.writes.append(f"{verb} {describe(obj)}")
         self.kube.metrics.kueue_writes.labels(kind=obj["kind"], verb=verb).inc()

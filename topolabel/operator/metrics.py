@@ -13,6 +13,8 @@ from typing import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from .. import version
+
 log = logging.getLogger(__name__)
 
 NODE_STATES = ("labelled", "pending", "unplaced", "failed")
@@ -30,7 +32,8 @@ class Metrics:
         self.discovery = Histogram("topolabel_discovery_duration_seconds", "Time a source took to answer",
                                    ["source", "scope"], registry=reg,
                                    buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300))
-        self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made",
+        self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made, by Kubernetes verb (get, "
+                                 "list, create, patch, apply, delete), resource and HTTP status code",
                                  ["verb", "resource", "code"], registry=reg)
         self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status)",
                               ["kind"], registry=reg)
@@ -43,6 +46,9 @@ class Metrics:
                            "discovery before it corrected them (stale labels)", registry=reg)
         self.last_sync = Gauge("topolabel_last_sync_timestamp_seconds", "When the last full resync finished",
                                registry=reg)
+        self.build_info = Gauge("topolabel_build_info", "Always 1; the version of the running operator",
+                                ["version"], registry=reg)
+        self.build_info.labels(version=version.current()).set(1)
         for state in NODE_STATES:
             self.nodes.labels(state=state).set(0)
 

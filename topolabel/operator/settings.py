@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeler.config import Config, load_config, parse_config
-from labeler.kube import Timeouts
+from labeler.config import Config
+from labeler.timeouts import Timeouts
 from providers.base import Source
 
-from ..pipeline import source_options
+from ..pipeline import parse_spec, read_config, source_options
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -52,10 +52,10 @@ def resolve(opts: RunOptions, spec: Mapping[str, Any] | None) -> Settings:
     """
     if spec is not None:
         origin = f"TopologyLabeler {opts.name}"
-        cfg = parse_config(dict(spec), origin)
+        cfg = parse_spec(dict(spec), origin)
     else:
         origin = opts.config_path or "flags"
-        cfg = load_config(opts.config_path)
+        cfg = read_config(opts.config_path)
     source, options = source_options(cfg, opts.flags)
     return Settings(cfg, source, options, origin)
 

@@ -104,6 +104,7 @@ class Reporter:
         self.name = name
         self.namespace = namespace
         self.resource: Mapping[str, Any] | None = None  # the TopologyLabeler, when it exists
+        self.source: str | None = None  # the configured source, a field of every logged Event
         self.written: dict[str, Any] | None = None
         self.instance = socket.gethostname()
 
@@ -114,7 +115,8 @@ class Reporter:
 
     def event(self, type_: str, reason: str, message: str) -> None:
         """Post one Event; failing to post is logged, never raised (Events are auxiliary)."""
-        (log.warning if type_ == "Warning" else log.info)("%s: %s", reason, message)
+        (log.warning if type_ == "Warning" else log.info)("%s: %s", reason, message,
+                                                          extra={"reason": reason, "source": self.source})
         stamp = now_iso()
         body = {"apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": f"{self.name}.{time.time_ns():x}", "namespace": self.namespace},

@@ -1,0 +1,184 @@
+"""The fabric as the InfiniBand collector publishes it: parsed nodes and cables in a compact JSON, compressed.
+
+The collector (`topolabel agent --ib-collector`) parses `ibnetdiscover` output once, on the node that ran it,
+and publishes this form; the operator's source rebuilds the same graph from it without the text. Columns
+instead of records, and the node order and cable order of the output kept, so the same fabric always
+gives the same bytes (a republish happens only when they change) and the same graph:
+
+    {"format": "topolabel.dev/ib-fabric/v1",
+     "kinds": "SSH...",                      one letter per node: S switch, H CA, R router
+     "guids": ["2c5eab0300b87b40", ...],     node GUIDs, 16 hex digits
+     "descs": [...], "nports": [...],        description (settled as the parser settles it), port count
+     "portGuids": [node, port, delta, ...],  a port's GUID as its difference from the node GUID (mostly 0 or
+                                             the port number), three numbers per port GUID
+     "rates": [[4, "HDR"], [1, "HDR"], ...], distinct link widths and speeds (null: unknown)
+     "cables": [a, pa, b, pb, rate, ...]}    five numbers per cable: node index and port at each end, rate index
+
+xz (LZMA, Python's standard library) packs it: a 100,000-HCA fabric becomes 562 KB, one ConfigMap shard, where
+gzip -9 gives 1.47 MB and xz of the raw `ibnetdiscover` text 1.78 MB; unpacking takes a tenth of a second
+(BENCHMARKS.md, "InfiniBand: the published fabric").
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import lzma
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from labeler.errors import SourceError, StaleInput
+from labeler.kube import api_error
+from labeler.shards import list_manifests, read_published
+
+from .parse import Cables, Nodes
+
+FORMAT = "topolabel.dev/ib-fabric/v1"
+FABRIC_LABEL = "topolabel.dev/ib-fabric"  # on each fabric's manifest ConfigMap; its value is the fabric's name
+PREFIX = "topolabel-ib-"
+ANY = "*"  # --ib-fabric without a name: the only fabric published
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_KIND_LETTER = {"switch": "S", "ca": "H", "router": "R"}
+_LETTER_KIND = {v: k for k, v in _KIND_LETTER.items()}
+
+
+def encode(nodes: Nodes, cables: Cables) -> dict[str, Any]:
+    """The compact document for parsed nodes and cables."""
+    index = {guid: i for i, guid in enumerate(nodes)}
+    port_guids: list[int] = []
+    for i, (guid, data) in enumerate(nodes.items()):
+        for port, port_guid in sorted(data["port_guids"].items()):
+            port_guids += [i, port, port_guid - guid]
+    rates: dict[tuple[int | None, str | None], int] = {}
+    flat: list[int] = []
+    for a, b, data in cables:
+        rate = rates.setdefault((data["width"], data["speed"]), len(rates))
+        flat += [index[a], data["ends"][a], index[b], data["ends"][b], rate]
+    return {"format": FORMAT,
+            "kinds": "".join(_KIND_LETTER[d["kind"]] for d in nodes.values()),
+            "guids": [f"{guid:016x}" for guid in nodes],
+            "descs": [d["desc"] for d in nodes.values()],
+            "nports": [d["nports"] for d in nodes.values()],
+            "portGuids": port_guids,
+            "rates": [list(rate) for rate in rates],
+            "cables": flat}
+
+
+def decode(doc: Any, origin: str) -> tuple[Nodes, Cables]:
+    """Nodes and cables back from the compact document; a malformed one is a `SourceError` naming `origin`."""
+    try:
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT!r} (a newer collector?)")
+        guids = [int(g, 16) for g in doc["guids"]]
+        kinds, descs, nports = doc["kinds"], doc["descs"], doc["nports"]
+        if not len(kinds) == len(descs) == len(nports) == len(guids):
+            raise ValueError("node columns differ in length")
+        nodes: Nodes = {guid: {"kind": _LETTER_KIND[k], "desc": d, "nports": n, "port_guids": {}}
+                        for guid, k, d, n in zip(guids, kinds, descs, nports)}
+        pg = doc["portGuids"]
+        for i in range(0, len(pg), 3):
+            guid = guids[pg[i]]
+            nodes[guid]["port_guids"][pg[i + 1]] = guid + pg[i + 2]
+        rates = [(w, s) for w, s in doc["rates"]]
+        flat = doc["cables"]
+        cables: Cables = []
+        for i in range(0, len(flat), 5):
+            a, b = guids[flat[i]], guids[flat[i + 2]]
+            width, speed = rates[flat[i + 4]]
+            cables.append((a, b, {"ends": {a: flat[i + 1], b: flat[i + 3]}, "width": width, "speed": speed}))
+    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
+        raise SourceError(f"{origin}: not a published fabric: {type(exc).__name__}: {exc}") from None
+    return nodes, cables
+
+
+def to_bytes(doc: dict[str, Any]) -> bytes:
+    """Canonical JSON (no spaces): the same fabric gives the same bytes, so its hash tells a change."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def pack(raw: bytes) -> bytes:
+    return lzma.compress(raw, preset=6)
+
+
+def unpack(blob: bytes, origin: str) -> Any:
+    try:
+        return json.loads(lzma.decompress(blob))
+    except (lzma.LZMAError, ValueError) as exc:
+        raise SourceError(f"{origin}: cannot read the published fabric: {exc}") from None
+
+
+def object_name(fabric: str) -> str:
+    """The Lease and the manifest ConfigMap of a fabric (its shards add the hash and a number)."""
+    return PREFIX + fabric
+
+
+def read_fabric_from(api: Any, namespace: str, fabric: str, max_age: float,
+                     now: datetime.datetime | None = None) -> tuple[Nodes, Cables, str, list[str]]:
+    """The published fabric `fabric` (`*`: the only one published): nodes, cables, where it came from (for
+    messages), and the collector's notices. Missing, or not rediscovered for longer than `max_age` seconds, is
+    a `StaleInput` that says how old it is."""
+    name = fabric if fabric != ANY else _only_fabric(api, namespace)
+    try:
+        found = read_published(api, namespace, object_name(name))
+    except ApiException as exc:
+        raise SourceError(f"infiniband: cannot read the published fabric {name!r} in namespace {namespace}: "
+                          f"{api_error(exc)}") from None
+    if found is None:
+        others = _published(api, namespace)
+        raise StaleInput(f"infiniband: no fabric {name!r} published in namespace {namespace} "
+                         f"({'published: ' + ', '.join(others) if others else 'none published'}); is the collector "
+                         "(topolabel agent --ib-collector) running on a node of that fabric?")
+    manifest, blob = found
+    info = manifest.info
+    origin = f"fabric {name} (ConfigMap {namespace}/{manifest.name})"
+    checked = _parse_time(info.get("checkedAt"), origin)
+    age = ((now or datetime.datetime.now(datetime.timezone.utc)) - checked).total_seconds()
+    who = f"collector on {info.get('collector') or 'an unknown node'}"
+    if age > max_age:
+        raise StaleInput(f"infiniband: {origin} was last discovered {format_age(age)} ago by the {who}, longer "
+                         f"than ibMaxAge {format_age(max_age)}: is a collector still running on that fabric?")
+    nodes, cables = decode(unpack(blob, origin), origin)
+    try:
+        notices = [str(n) for n in json.loads(info.get("notices") or "[]")]
+    except ValueError:
+        notices = []
+    return nodes, cables, origin, notices
+
+
+def _published(api: Any, namespace: str) -> list[str]:
+    try:
+        return sorted(m.labels.get(FABRIC_LABEL, m.name) for m in list_manifests(api, namespace, FABRIC_LABEL))
+    except ApiException as exc:
+        raise SourceError(f"infiniband: cannot list the fabrics published in namespace {namespace}: "
+                          f"{api_error(exc)}") from None
+
+
+def _only_fabric(api: Any, namespace: str) -> str:
+    names = _published(api, namespace)
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise StaleInput(f"infiniband: no fabric published in namespace {namespace}; is the collector "
+                         "(topolabel agent --ib-collector) running?")
+    raise SourceError(f"infiniband: {len(names)} fabrics published in namespace {namespace} ({', '.join(names)}); "
+                      "choose one with --ib-fabric NAME")
+
+
+def _parse_time(text: str | None, origin: str) -> datetime.datetime:
+    try:
+        return datetime.datetime.strptime(text or "", TIME_FORMAT).replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        raise SourceError(f"{origin}: checkedAt {text!r} is not a time like 2026-01-31T12:00:00Z") from None
+
+
+def format_age(seconds: float) -> str:
+    """`42s`, `5m 03s`, `2h 05m`, `3d 4h`."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"

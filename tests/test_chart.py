@@ -1,0 +1,244 @@
+"""The Helm chart (charts/topolabel): its values schema is generated from the config model and current;
+`helm lint`; the default values and the ci/ variants rendered and applied with a server-side dry run to a
+real API server; a real `helm install` creating every object; and no drift from the kustomize manifests.
+helm is built from its Go module by hack/build-helm (.ci/setup.d)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from hack import chart_schema
+from labeler.config import Config
+from hack.image import CACHE, project_version
+from tests.conftest import ROOT, skip_or_fail
+from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
+
+CHART = ROOT / "charts" / "topolabel"
+MANIFESTS = ROOT / "manifests"
+KUSTOMIZATIONS = sorted(p.parent for p in MANIFESTS.glob("**/kustomization.yaml"))
+VARIANTS = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
+NAMESPACE = "topolabel-system"   # the kustomize manifests' namespace: the release namespace to compare with
+HELM_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
+               "helm.sh/chart"}
+VAP = "validatingadmissionpolicies.admissionregistration.k8s.io"
+# The Prometheus Operator's ServiceMonitor, schemaless: enough for the API server to accept one.
+SERVICE_MONITOR_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+             "names": {"kind": "ServiceMonitor", "plural": "servicemonitors", "singular": "servicemonitor",
+                       "listKind": "ServiceMonitorList"},
+             "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                 "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+
+
+def test_values_schema_is_generated_from_the_config_model() -> None:
+    assert chart_schema.SCHEMA.read_text() == chart_schema.render(), "run python3 hack/chart_schema.py"
+    schema = json.loads(chart_schema.SCHEMA.read_text())
+    assert set(schema["properties"]["config"]["properties"]) == \
+        {field.alias or name for name, field in Config.model_fields.items()}
+
+
+def test_versions_agree() -> None:
+    """pyproject.toml's version is the chart's appVersion (the default image tag) and the kustomizations' tag."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == project_version()
+    for directory in KUSTOMIZATIONS:
+        images = yaml.safe_load((directory / "kustomization.yaml").read_text())["images"]
+        assert [(i["name"], i["newName"], str(i["newTag"])) for i in images] == \
+            [("topolabel", "topolabel", project_version())], directory
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A function running the helm binary hack/build-helm made, with its own config and cache dirs."""
+    found = os.environ.get("TOPOLABEL_HELM") or (str(CACHE / "bin" / "helm") if (CACHE / "bin" / "helm").exists()
+                                                 else shutil.which("helm"))
+    if not found:
+        skip_or_fail("no helm: run hack/build-tool helm (about 5 minutes once; cached in ~/.cache/topolabel)")
+    home = tmp_path_factory.mktemp("helm")
+    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CONFIG", "CACHE", "DATA")}}
+
+    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([found, *args], capture_output=True, text=True, env=env, timeout=300)
+        if check and result.returncode != 0:
+            raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result
+    yield run
+
+
+def documents(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def template(helm: Any, *args: str) -> list[dict[str, Any]]:
+    return documents(helm("template", "topolabel", str(CHART), "--namespace", NAMESPACE, *args).stdout)
+
+
+def values(variant: str) -> list[str]:
+    return ["--values", str(CHART / "ci" / variant)] if variant != "default" else []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["default", *VARIANTS])
+def test_lint(helm: Any, variant: str) -> None:
+    helm("lint", "--strict", str(CHART), *values(variant))
+
+
+@pytest.mark.slow
+def test_lint_checks_config_against_the_model(helm: Any) -> None:
+    result = helm("lint", str(CHART), "--set", "config.plan.maxChangeFraction=2", "--set", "config.kueue.queue=x",
+                  check=False)
+    assert result.returncode != 0
+    assert "/config/plan/maxChangeFraction" in result.stdout and "'queue' not allowed" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_packaged_chart_renders_the_same(helm: Any, tmp_path: Path) -> None:
+    """files/ and crds/ link to manifests/; `helm package` must carry their contents."""
+    helm("package", str(CHART), "--destination", str(tmp_path))
+    package = tmp_path / f"topolabel-{yaml.safe_load((CHART / 'Chart.yaml').read_text())['version']}.tgz"
+    args = ["--include-crds", *values("agent-values.yaml")]
+    packaged = documents(helm("template", "topolabel", str(package), "--namespace", NAMESPACE, *args).stdout)
+    assert packaged == template(helm, *args)
+
+
+def spaced(value: Any) -> Any:
+    """`value` with every run of whitespace in its strings made one space. kustomize v5 (kubectl 1.36's)
+    re-folds a `>-` scalar whose lines are indented more than its first, adding blank lines to the CEL of
+    the admission policy; Helm and kustomize v2 (kubectl 1.20's) keep the file's text. CEL ignores them."""
+    if isinstance(value, dict):
+        return {k: spaced(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [spaced(v) for v in value]
+    return " ".join(value.split()) if isinstance(value, str) else value
+
+
+def comparable(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Objects by (kind, namespace, name) without Helm's bookkeeping labels and annotations, whitespace
+    in strings evened out (`spaced`)."""
+    out = {}
+    for doc in map(spaced, docs):
+        meta = doc["metadata"]
+        for key, drop in (("labels", lambda k: k in HELM_LABELS), ("annotations", lambda k: k.startswith("helm.sh/"))):
+            kept = {k: v for k, v in (meta.get(key) or {}).items() if not drop(k)}
+            meta.pop(key, None)
+            if kept:
+                meta[key] = kept
+        out[(doc["kind"], meta.get("namespace", ""), meta["name"])] = doc
+    return out
+
+
+def kustomize(cluster: KubeCluster, *directories: Path) -> list[dict[str, Any]]:  # noqa: F811
+    docs = [d for directory in directories for d in documents(cluster.kubectl("kustomize", str(directory)).stdout)]
+    # `helm install --namespace topolabel-system --create-namespace` makes the release's namespace
+    return [d for d in docs if not (d["kind"] == "Namespace" and d["metadata"]["name"] == NAMESPACE)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", [False, True], ids=["operator", "with-agent"])
+def test_default_values_render_what_kustomize_does(helm: Any, kube_cluster: KubeCluster,  # noqa: F811
+                                                   agent: bool) -> None:
+    directories = [MANIFESTS, MANIFESTS / "agent"] if agent else [MANIFESTS]
+    from_kustomize = comparable(kustomize(kube_cluster, *directories))
+    from_chart = comparable(template(helm, "--include-crds", *(["--set", "agent.enabled=true"] if agent else [])))
+    assert sorted(from_chart) == sorted(from_kustomize)
+    for key, obj in from_kustomize.items():
+        assert from_chart[key] == obj, key
+
+
+@pytest.mark.slow
+def test_one_image_setting_names_every_container(helm: Any, kube_cluster: KubeCluster) -> None:  # noqa: F811
+    rendered = template(helm, "--set", "agent.enabled=true", "--set", "image.repository=r.example/tl",
+                        "--set", "image.tag=9.9")
+    assert set(container_images(rendered)) == {"r.example/tl:9.9"}
+    for directory in KUSTOMIZATIONS:
+        image = yaml.safe_load((directory / "kustomization.yaml").read_text())["images"][0]
+        assert set(container_images(kustomize(kube_cluster, directory))) == {f"{image['newName']}:{image['newTag']}"}
+
+
+def container_images(docs: list[dict[str, Any]]) -> list[str]:
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "DaemonSet")]
+    return [c["image"] for pod in pods for c in pod["containers"] + pod.get("initContainers", [])]
+
+
+def serves(cluster: KubeCluster, resource: str) -> bool:  # noqa: F811
+    """Whether the server serves `resource` (plural.group, as `kubectl api-resources -o name` names it)."""
+    return resource in cluster.kubectl("api-resources", "-o", "name").stdout.split()
+
+
+@pytest.fixture
+def chart_cluster(kube: KubeCluster) -> KubeCluster:  # noqa: F811
+    """The chart's CRD and a ServiceMonitor CRD, as `helm install` would find them; the namespaces the
+    dry runs put objects in (a dry run creates nothing, so it cannot create them)."""
+    kube.kubectl("apply", "-f", str(CHART / "crds"), "-f", "-", input=json.dumps(SERVICE_MONITOR_CRD))
+    kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/topologylabelers.topolabel.dev",
+                 "crd/servicemonitors.monitoring.coreos.com")
+    for namespace in (NAMESPACE, "topolabel-agent"):
+        kube.kubectl("create", "namespace", namespace, check=False)
+    return kube
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["default", *VARIANTS])
+def test_variant_passes_a_server_side_dry_run(helm: Any, chart_cluster: KubeCluster, variant: str) -> None:
+    extra = [] if serves(chart_cluster, VAP) else ["--set", "agent.admissionPolicy.enabled=false"]
+    rendered = template(helm, *values(variant), *extra)
+    out = chart_cluster.kubectl("apply", "--dry-run=server", "-f", "-",
+                                input=yaml.safe_dump_all(rendered)).stdout
+    lines = [line for line in out.splitlines() if line.endswith("(server dry run)")]
+    assert len(lines) == len(rendered), out
+    kinds = {d["kind"] for d in rendered}
+    expected = {"default": set(), "config-values.yaml": {"TopologyLabeler"},
+                "monitoring-values.yaml": {"ServiceMonitor", "NetworkPolicy"},
+                "agent-values.yaml": {"DaemonSet", "TopologyLabeler"}
+                | ({"ValidatingAdmissionPolicy"} if not extra else set())}
+    assert expected[variant] <= kinds
+
+
+@pytest.mark.slow
+def test_the_admission_policy_is_refused_where_the_cluster_lacks_it(helm: Any, chart_cluster: KubeCluster) -> None:
+    """On a cluster without ValidatingAdmissionPolicy (< 1.30) the agent needs an explicit opt-out."""
+    name = f"tl-{uuid.uuid4().hex[:6]}"
+    result = helm("install", name, str(CHART), "--namespace", NAMESPACE, "--dry-run=server",
+                  "--kubeconfig", str(chart_cluster.kubeconfig), "--set", f"fullnameOverride={name}",
+                  "--set", "agent.enabled=true", "--set", f"agent.namespace={name}-agent", check=False)
+    if serves(chart_cluster, VAP):
+        assert result.returncode == 0, result.stderr
+    else:
+        assert result.returncode != 0 and "agent.admissionPolicy.enabled=false" in result.stderr
+
+
+@pytest.mark.slow
+def test_install_creates_every_object(helm: Any, chart_cluster: KubeCluster, tmp_path: Path) -> None:
+    """A real `helm install` of every option at once (names made unique: the cluster is shared)."""
+    name = f"tl-{uuid.uuid4().hex[:6]}"
+    args = ["--namespace", name, "--create-namespace", "--kubeconfig", str(chart_cluster.kubeconfig),
+            *(a for v in VARIANTS for a in values(v)), "--set", f"fullnameOverride={name}",
+            "--set", f"agent.namespace={name}-agent"]
+    if not serves(chart_cluster, VAP):
+        args += ["--set", "agent.admissionPolicy.enabled=false"]
+    helm("install", name, str(CHART), *args)
+    try:
+        manifest = helm("get", "manifest", name, "--namespace", name,
+                        "--kubeconfig", str(chart_cluster.kubeconfig)).stdout
+        installed = documents(manifest)
+        (tmp_path / "manifest.yaml").write_text(manifest)
+        found = chart_cluster.kubectl("get", "-f", str(tmp_path / "manifest.yaml"), "-o", "name").stdout.split()
+        assert len(found) == len(installed) >= 12
+        assert {d["kind"] for d in installed} >= {"Deployment", "DaemonSet", "ServiceMonitor", "NetworkPolicy",
+                                                  "TopologyLabeler", "ClusterRole", "Namespace"}
+        labeler = json.loads(chart_cluster.kubectl("get", "topologylabeler", "default", "-o", "json").stdout)
+        # config-values.yaml comes after agent-values.yaml and sets every key the latter does
+        assert labeler["spec"] == yaml.safe_load((CHART / "ci" / "config-values.yaml").read_text())["config"]
+    finally:
+        helm("uninstall", name, "--namespace", name, "--kubeconfig", str(chart_cluster.kubeconfig), check=False)

@@ -1,0 +1,277 @@
+"""InfiniBand in the cluster, end to end with real parts: ibsim and the real ibnetdiscover (through umad2sim),
+collector processes and node agents authenticated as their manifests' ServiceAccounts, and the operator as
+its own user, all on the real API server. No file is handed to the operator: it reads what the collectors
+publish and the GUIDs the agents annotate.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from hack.ibfabric import Fabric, Spec, build
+from labeler.kube import request_json
+from labeler.shards import publish, read_manifest, touch
+from providers.infiniband.parse import read_fabric
+from providers.infiniband.published import FABRIC_LABEL, TIME_FORMAT, encode, object_name, pack, to_bytes
+from tests.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
+                             lease_holder, manifest_docs, sa_kubeconfig)
+from tests.ibsim import Simulator, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
+from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from tests.operatorrun import InThread, wait_until
+from tests.test_operator_apiserver import cluster, options, prepared  # noqa: F401 (fixtures)
+from topolabel.cli import main
+
+pytestmark = [needs_ibsim, pytest.mark.slow]
+LEASE_SECONDS = 4.0
+AUTO_FABRIC = "fe80000000000000"  # ibsim's subnet prefix, the fabric's name when none is given
+LEAFGROUP = "topolabel.dev/leafgroup"
+COLLECTOR_USER = f"system:serviceaccount:{NAMESPACE}:topolabel-ib-collector"
+
+
+@pytest.fixture
+def ib(cluster: KubeCluster, tmp_path: Path) -> Iterator[dict[str, Any]]:  # noqa: F811
+    """The namespace, ServiceAccounts and RBAC of manifests/agent and manifests/ib-collector; kubeconfigs for
+    the agent and the collector; the operator user bound to the fabric reader Role. Leases and published
+    fabrics are deleted before and after."""
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "topolabel-ib-fabric-reader-test-user", "namespace": NAMESPACE},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "topolabel-ib-fabric-reader"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "topolabel-operator"}]}
+    apply_docs(cluster, manifest_docs(AGENT / "namespace.yaml", AGENT / "serviceaccount.yaml", AGENT / "rbac.yaml",
+                                      COLLECTOR / "rbac.yaml") + [binding])
+    clean(cluster)
+    yield {"agent": sa_kubeconfig(cluster, NAMESPACE, "topolabel-agent", tmp_path / "agent.kubeconfig"),
+           "collector": sa_kubeconfig(cluster, NAMESPACE, "topolabel-ib-collector", tmp_path / "collector.kubeconfig")}
+    clean(cluster)
+
+
+def clean(cluster: KubeCluster) -> None:  # noqa: F811
+    cluster.kubectl("delete", "configmaps", "-n", NAMESPACE, "-l", "app.kubernetes.io/managed-by=topolabel")
+    cluster.kubectl("delete", "leases", "-n", NAMESPACE, "--all")
+
+
+def hca_devices(fabric: Fabric, host: str, **port: Any) -> list[FakeDevice]:
+    """A host's HCAs as its sysfs shows them: node GUIDs from the fabric, port GUIDs node + port (as ibsim)."""
+    return [FakeDevice(device, guid, [FakePort(**port)]) for device, guid in fabric.truth.guids[host]]
+
+
+def start_collector(name: str, fabric: Fabric, sim: Simulator, ib: dict[str, Any], tmp_path: Path,
+                    *args: str) -> CollectorProcess:
+    """A collector on host `name`: its own sysfs, and an ibnetdiscover that attaches at its first HCA."""
+    sysfs = write_sysfs(tmp_path / name / "sys", hca_devices(fabric, name))
+    first = fabric.truth.guids[name][0][0]
+    wrapper = ibnetdiscover_wrapper(tmp_path / name / "ibnetdiscover", {"*": (sim, f"hca-{name}-{first}")})
+    return CollectorProcess(name, ib["collector"], sysfs, tmp_path / name, "--ibnetdiscover", str(wrapper),
+                            "--lease-duration", str(LEASE_SECONDS), "--interval", "2", "--ib-timeout", "30", *args)
+
+
+def leafgroups(kube: KubeCluster) -> dict[str, str | None]:  # noqa: F811
+    return {n: labels.get(LEAFGROUP) for n, labels in kube.node_labels().items()}
+
+
+def partition(values: dict[str, str | None]) -> set[frozenset[str]]:
+    groups: dict[str, set[str]] = {}
+    for host, value in values.items():
+        if value is not None:
+            groups.setdefault(value, set()).add(host)
+    return {frozenset(g) for g in groups.values()}
+
+
+def problems(op: InThread) -> list[tuple[str | None, str]]:
+    snapshot = op.operator.controller.topology.snapshot if op.operator.controller else None
+    return [(p.node, p.message) for p in (snapshot.problems if snapshot else [])]
+
+
+def test_collectors_publish_the_fabric_the_operator_labels_from_it_a_standby_takes_over_and_a_cut_is_seen(
+        ib: dict[str, Any], cluster: KubeCluster, ibsim, tmp_path: Path) -> None:  # noqa: F811
+    fabric = build(Spec(sus=3, rails=2, hosts=3, spines=2, default_hosts=1, seed=3))
+    truth = fabric.truth
+    hosts = sorted(truth.guids)
+    default_host = next(iter(set(hosts) - truth.named_hosts()))
+    sim = ibsim(fabric, console=True)
+    cluster.create_nodes([{"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": h, "labels": {"kubernetes.io/hostname": h}}} for h in hosts])
+    first, second = [h for h in hosts if h != default_host][:2]
+    start = cluster.audit_mark()
+    collectors = [start_collector(first, fabric, sim, ib, tmp_path), start_collector(second, fabric, sim, ib, tmp_path)]
+    try:
+        flags = {"source": "infiniband", "ib_fabric": "*", "ib_namespace": NAMESPACE}
+        with InThread(options(cluster, flags=flags, resync=2.0)) as op:
+            # every host whose HCAs name it is labelled from the published fabric, as the truth groups them
+            named = truth.named_hosts()
+            want = partition({h: truth.leafgroup[h] for h in named})
+            wait_until(lambda: partition({h: v for h, v in leafgroups(cluster).items() if h in named}) == want,
+                       120, "the named hosts' leaf groups")
+            assert leafgroups(cluster)[default_host] is None
+            assert any(node == default_host and "no HCA in the InfiniBand fabric" in m for node, m in problems(op))
+
+            # the agents annotate each node's GUIDs (as the agent's ServiceAccount): the default host is placed
+            for host in hosts:
+                sysfs = write_sysfs(tmp_path / "agents" / host, hca_devices(fabric, host))
+                assert main(["agent", "--no-lldp", "--infiniband", "--once", "--sysfs", str(sysfs), "--node-name",
+                             host, "--kubeconfig", str(ib["agent"])]) == 0
+            everyone = partition(truth.leafgroup)
+            wait_until(lambda: partition(leafgroups(cluster)) == everyone, 60, "every host, the default one too")
+
+            # kill the leader outright: the standby takes the lease over once it has not changed for its duration
+            leader_id = wait_until(lambda: lease_holder(cluster, object_name(AUTO_FABRIC)), 30, "a lease holder")
+            leader = next(c for c in collectors if c.identity == leader_id)
+            standby = next(c for c in collectors if c is not leader)
+            before = read_manifest(cluster.api(), NAMESPACE, object_name(AUTO_FABRIC))
+            assert before is not None and before.info["collector"] == leader.name
+            killed = time.monotonic()
+            leader.kill()
+            wait_until(lambda: lease_holder(cluster, object_name(AUTO_FABRIC)) == standby.identity,
+                       3 * LEASE_SECONDS, "the standby's takeover")
+            takeover = time.monotonic() - killed
+            print(f"takeover after the leader was killed: {takeover:.2f}s (lease {LEASE_SECONDS:g}s)")
+            assert LEASE_SECONDS - 1.5 <= takeover <= LEASE_SECONDS + 2.0, takeover
+            # the standby rediscovers at once; the fabric is the same, so only the manifest's heartbeat changes
+            wait_until(lambda: read_manifest(cluster.api(), NAMESPACE, object_name(AUTO_FABRIC)).info["collector"]
+                       == standby.name, 30, "the standby's first discovery")
+            after = read_manifest(cluster.api(), NAMESPACE, object_name(AUTO_FABRIC))
+            assert after is not None and after.sha256 == before.sha256 and after.shards == before.shards
+            assert "leading (lease acquired)" in standby.output()
+            # one publication (a shard and the manifest) however many rounds two leaders ran; heartbeats besides
+            writes = [e for e in cluster.requests(start, resource="configmaps", user=COLLECTOR_USER) if e.code < 300]
+            assert [e.verb for e in writes if e.verb in ("create", "update", "delete")] == ["create", "create"]
+            assert [e.name for e in writes if e.verb == "patch"].count(object_name(AUTO_FABRIC)) >= 2
+
+            # a cable cut in the simulator: the standby publishes the new fabric, the operator reports the host
+            victim = next(h for h in sorted(named) if h not in (first, second))
+            device = truth.guids[victim][0][0]
+            sim.unlink(f"hca-{victim}-{device}", 1)
+            wait_until(lambda: read_manifest(cluster.api(), NAMESPACE, object_name(AUTO_FABRIC)).sha256
+                       != before.sha256, 30, "the new fabric's publication")
+            wait_until(lambda: any(node == victim and m.startswith("no link to leaf") for node, m in problems(op)),
+                       30, "the cut reported on its host")
+            assert partition(leafgroups(cluster)) == everyone  # placed by its other link, nothing moved
+    finally:
+        for c in collectors:
+            c.kill()
+
+
+def discover_json(capsys: pytest.CaptureFixture, kubeconfig: Path, *args: str) -> tuple[int, Any, str]:
+    """`topolabel discover --source infiniband ... -o json` as the operator's user; (code, snapshot, stderr)."""
+    code = main(["discover", "--source", "infiniband", "--ib-namespace", NAMESPACE, "--kubeconfig", str(kubeconfig),
+                 "-o", "json", *args])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if code == 0 else None, err
+
+
+def test_two_fabrics_on_one_prefix_are_told_apart_by_name_and_read_apart(
+        ib: dict[str, Any], cluster: KubeCluster, ibsim, tmp_path: Path,  # noqa: F811
+        capsys: pytest.CaptureFixture) -> None:
+    """Compute (mlx5_0, mlx5_1) and storage (mlx5_8) are two subnets that both keep the default prefix."""
+    compute = build(Spec(sus=2, rails=2, hosts=2, spines=2, seed=1))
+    storage = build(Spec(sus=2, rails=1, hosts=2, spines=1, device="mlx5_8", naming="plain", seed=2))
+    hosts = sorted(compute.truth.guids)
+    assert hosts == sorted(storage.truth.guids)
+    sims = {"compute": ibsim(compute), "storage": ibsim(storage)}
+    cluster.create_nodes([{"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": h, "labels": {"kubernetes.io/hostname": h}}} for h in hosts])
+    host = hosts[0]
+    sysfs = write_sysfs(tmp_path / "sys", hca_devices(compute, host) + hca_devices(storage, host))
+    wrapper = ibnetdiscover_wrapper(tmp_path / "ibnetdiscover", {
+        "mlx5_[0-7]": (sims["compute"], f"hca-{host}-mlx5_0"), "mlx5_8": (sims["storage"], f"hca-{host}-mlx5_8")})
+    operator = cluster.operator_kubeconfig
+
+    def run_collector(*names: str) -> CollectorProcess:
+        return CollectorProcess(host, ib["collector"], sysfs, tmp_path / "work", "--ibnetdiscover", str(wrapper),
+                                "--lease-duration", "3", "--interval", "2", *names)
+
+    def published(fabric: str) -> bool:
+        return read_manifest(cluster.api(), NAMESPACE, object_name(fabric)) is not None
+
+    # without names: one fabric per prefix, so the storage HCA is counted in it; the discovery shows it is not
+    collector = run_collector()
+    try:
+        wait_until(lambda: published(AUTO_FABRIC), 60, "the prefix-named fabric")
+    finally:
+        collector.stop()
+    code, snap, _ = discover_json(capsys, operator, "--ib-fabric")
+    assert code == 0
+    notes = [p["message"] for p in snap["problems"]]
+    assert any(f"{host}: mlx5_8 port 1 counted in fabric {AUTO_FABRIC} but not in the discovery from mlx5_0 port 1: "
+               "two subnets share the subnet prefix" in m for m in notes), notes
+    assert lease_holder(cluster, object_name(AUTO_FABRIC)) is None  # SIGTERM handed the lease back
+
+    # named by their HCAs: two leases, two publications
+    collector = run_collector("--ib-fabric", "compute=^mlx5_[0-7]$", "--ib-fabric", "storage=^mlx5_8$")
+    try:
+        wait_until(lambda: published("compute") and published("storage"), 60, "both fabrics")
+        holders = {lease_holder(cluster, object_name(fabric)) for fabric in ("compute", "storage")}
+        assert holders == {collector.identity}
+    finally:
+        collector.stop()
+    for name, fabric in (("compute", compute), ("storage", storage)):
+        code, snap, err = discover_json(capsys, operator, "--ib-fabric", name)
+        assert code == 0, err
+        groups: dict[str, set[str]] = {}
+        for node, values in snap["nodes"].items():
+            groups.setdefault(values["leafgroup"], set()).add(node)
+        assert {frozenset(g) for g in groups.values()} == partition(fabric.truth.leafgroup)
+        leaves = {n.name for n in fabric.nodes.values() if n.kind == "Switch"}
+        assert all(any(leaf in value for leaf in leaves) for value in groups), (name, groups)  # its own switches
+        assert not any("not in the discovery" in p["message"] for p in snap["problems"])
+    code, _, err = discover_json(capsys, operator, "--ib-fabric")
+    assert code == 2 and f"3 fabrics published in namespace {NAMESPACE} (compute, {AUTO_FABRIC}, storage)" in err
+    code, snap, _ = discover_json(capsys, operator, "--ib-fabric", "compute", "--hca-pattern", "^mlx5_0$")
+    assert code == 0 and "HCAs used: mlx5_0;" in snap["problems"][0]["message"] + ";"
+    code, _, err = discover_json(capsys, operator, "--ib-fabric", "rail9")
+    assert code == 2 and "no fabric 'rail9' published" in err and "published: compute" in err
+
+
+def events(cluster: KubeCluster, reason: str) -> list[str]:  # noqa: F811
+    found = request_json(cluster.api(), "GET", "/api/v1/namespaces/default/events")
+    return [e["message"] for e in found["items"] if e.get("reason") == reason]
+
+
+def test_a_stale_or_missing_fabric_keeps_the_labels_with_an_event_and_a_condition_naming_its_age(
+        ib: dict[str, Any], cluster: KubeCluster) -> None:  # noqa: F811
+    """Published here without a simulator (the collector's own publish calls); then made stale, then removed."""
+    fabric = build(Spec(sus=2, rails=1, hosts=2, spines=1))
+    hosts = sorted(fabric.truth.guids)
+    cluster.create_nodes([{"apiVersion": "v1", "kind": "Node",
+                           "metadata": {"name": h, "labels": {"kubernetes.io/hostname": h}}} for h in hosts])
+    api = cluster.api()
+    name = object_name("compute")
+    labels = {"app.kubernetes.io/managed-by": "topolabel", FABRIC_LABEL: "compute"}
+
+    def checked(ago: float) -> dict[str, str]:
+        when = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=ago)
+        return {"checkedAt": when.strftime(TIME_FORMAT), "collector": "gpu-x"}
+
+    blob = pack(to_bytes(encode(*read_fabric(fabric.capture_text(), "test"))))
+    publish(api, NAMESPACE, name, blob, checked(0), labels, None)
+    flags = {"source": "infiniband", "ib_fabric": "compute", "ib_namespace": NAMESPACE, "ib_max_age": 600}
+    with InThread(options(cluster, flags=flags, resync=1.0)) as op:
+        want = partition(fabric.truth.leafgroup)
+        wait_until(lambda: partition(leafgroups(cluster)) == want, 60, "labels from the published fabric")
+        labelled = leafgroups(cluster)
+        condition = op.operator.controller.conditions.items
+
+        manifest = read_manifest(api, NAMESPACE, name)
+        touch(api, NAMESPACE, manifest, checked(2 * 3600 + 5 * 60))  # the collector stopped 2h05m ago
+        wait_until(lambda: op.conditions.get("SourceAvailable") == ("False", "InputStale"), 30, "InputStale")
+        message = condition["SourceAvailable"].message
+        assert "was last discovered 2h 05m ago by the collector on gpu-x, longer than ibMaxAge 10m 00s" in message
+        assert "nothing removed, labelling from the last good topology" in message
+        assert any("2h 05m ago" in m for m in events(cluster, "InputStale"))
+        op.wait_passes(op.passes() + 2)
+        assert leafgroups(cluster) == labelled
+
+        request_json(api, "DELETE", f"/api/v1/namespaces/{NAMESPACE}/configmaps/{name}")
+        wait_until(lambda: "no fabric 'compute' published" in condition["SourceAvailable"].message, 30, "missing")
+        op.wait_passes(op.passes() + 2)
+        assert leafgroups(cluster) == labelled
+
+        publish(api, NAMESPACE, name, blob, checked(0), labels, None)
+        wait_until(lambda: op.conditions.get("SourceAvailable", ("",))[0] == "True", 30, "the fabric back")

@@ -1,0 +1,67 @@
+"""`topolabel config`: the config file's JSON Schema, and a check of config files (topolabel.yaml or a
+TopologyLabeler manifest) that lists every problem at its path."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from labeler.config import config_issues
+from labeler.nodes import read_document
+from labeler.validation import Issue
+from providers.registry import option_models
+
+from ..schemas import as_json, config_schema, crd_spec_schema, resource_schema
+
+EXAMPLES = """examples:
+  topolabel config schema > topolabel.schema.json           # what schemas/topolabel.schema.json holds
+  topolabel config schema --resource                        # the TopologyLabeler manifest's schema
+  topolabel config check topolabel.yaml examples/topologylabeler.yaml
+exit status of check: 0 when every file is valid, 2 when one is not (each problem on its own line).
+"""
+RESOURCE_KIND = "TopologyLabeler"
+
+
+def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser("config", help="the config file's JSON Schema; check config files",
+                            epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    schema = actions.add_parser("schema", help="print the JSON Schema of topolabel.yaml (for editors)",
+                                epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = schema.add_mutually_exclusive_group()
+    which.add_argument("--resource", action="store_true", help="the TopologyLabeler manifest's schema instead")
+    which.add_argument("--crd", action="store_true", help="the CRD's structural schema of the spec instead")
+    schema.set_defaults(run=print_schema)
+    check = actions.add_parser("check", help="validate config files: every problem, each at its path",
+                               epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("files", nargs="+", metavar="FILE", help="topolabel.yaml, or a TopologyLabeler manifest")
+    check.set_defaults(run=check_files)
+
+
+def print_schema(args: argparse.Namespace) -> int:
+    schema = resource_schema() if args.resource else crd_spec_schema() if args.crd else config_schema()
+    sys.stdout.write(as_json(schema))
+    return 0
+
+
+def check_files(args: argparse.Namespace) -> int:
+    bad = 0
+    for path in args.files:
+        found = file_issues(read_document(path))
+        for issue in found:
+            print(f"{path}: {issue}", file=sys.stderr)
+        if found:
+            bad += 1
+        else:
+            print(f"{path}: valid")
+    return 2 if bad else 0
+
+
+def file_issues(data: Any) -> list[Issue]:
+    """The problems of topolabel.yaml, or of a TopologyLabeler's spec (at paths under `spec`)."""
+    if isinstance(data, dict) and data.get("kind") == RESOURCE_KIND:
+        _, found = config_issues(data.get("spec") or {}, option_models())
+        return [Issue(("spec", *i.loc), i.message) for i in found]
+    _, found = config_issues(data or {}, option_models())
+    return found
