@@ -168,4 +168,4 @@ def test_unicode_digits_never_crash_and_sort_as_text(tmp_path: Path, capsys: pyt
                    "        kueue.x-k8s.io/podset-required-topology: kubernetes.io/hostname\n")
     assert main(["job", "check", str(job), "-o", "json"]) == 1
     findings = json.loads(capsys.readouterr().out)["findings"]
-    assert any("slice size '²' is not a positive integer" in f["message"] for f in findings)
+    assert any("slice size '²' must be a numeric value" in f["message"] for f in findings)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.model import Snapshot
 from labeler.nodes import parse_nodes
+from labeler.placement import snapshot_from_dict
 from labeler.plan import make_plan
 from tests.conftest import EXAMPLES
 from topolabel.cli import main, parser as cli_parser
@@ -122,7 +122,7 @@ def test_help_has_examples() -> None:
 
 def applied(items: list[dict], snap_file: Path) -> list[dict]:
     """The nodes as they are once `topolabel apply` has written the snapshot's plan (each merge patch merged)."""
-    plan = make_plan(Snapshot.from_dict(json.loads(snap_file.read_text()), "snap"), parse_nodes(items, "nodes"))
+    plan = make_plan(snapshot_from_dict(json.loads(snap_file.read_text()), "snap"), parse_nodes(items, "nodes"))
     patches = {c.node: c.patch()["metadata"] for c in plan.changes}
     out = []
     for item in items:
