@@ -169,3 +169,14 @@ def test_unicode_digits_never_crash_and_sort_as_text(tmp_path: Path, capsys: pyt
     assert main(["job", "check", str(job), "-o", "json"]) == 1
     findings = json.loads(capsys.readouterr().out)["findings"]
     assert any("slice size '²' must be a numeric value" in f["message"] for f in findings)
+
+
+def test_a_published_fabric_that_unpacks_beyond_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node running a hostile collector could publish a compression bomb: unpacking stops at the limit."""
+    from labeler.errors import SourceError
+    from providers.infiniband import published
+
+    monkeypatch.setattr(published, "MAX_UNPACKED", 1000)
+    with pytest.raises(SourceError, match=r"^f: cannot read the published fabric: unpacks to more than"):
+        published.unpack(published.pack(b"[" + b" " * 5000 + b"]"), "f")
+    assert published.unpack(published.pack(b"[1]"), "f") == [1]

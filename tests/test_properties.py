@@ -28,9 +28,11 @@ from labeler.model import Discovery, Level, Snapshot
 from labeler.nodes import MANAGED_ANNOTATION, Node, parse_nodes
 from labeler.placement import snapshot_from_dict, to_snapshot
 from labeler.plan import make_plan, owned_keys
+from labeler.shards import Manifest
 from providers.gpu_clique import parse_cliques
 from providers.infiniband.hosts import guid_map_from
 from providers.infiniband.parse import parse_ibnetdiscover, parse_node_name_map
+from providers.infiniband.published import decode, pack, unpack
 from providers.inventory import _from_csv, _from_yaml
 from providers.lldp.facts import read_facts
 from providers.lldp.place import fabric_from_map
@@ -82,8 +84,16 @@ def test_any_text_reads_or_is_refused_by_the_text_readers(text: str) -> None:
 def test_any_data_reads_or_is_refused_by_the_document_readers(data: Any) -> None:
     for read in (snapshot_from_dict, lambda d, o: parse_nodes(d, o), _from_yaml, guid_map_from, parse_pods,
                  lambda d, o: workloads_in([d], o), lambda d, o: TASSetup.from_objects([d], o),
-                 lambda d, o: fabric_from_map(d, o, {})):
+                 lambda d, o: fabric_from_map(d, o, {}), decode, lambda d, o: Manifest.from_object({"data": d}),
+                 lambda d, o: TASSetup.from_objects([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                                                      "metadata": {"name": "q"}, "spec": d}], o)):
         answers_or_refuses(read, data, "f")
+
+
+@given(st.binary(max_size=300) | TEXT.map(lambda t: pack(t.encode(errors="surrogatepass"))))
+def test_any_published_blob_unpacks_or_is_refused(blob: bytes) -> None:
+    """The collector's blob (a node could run a hostile collector): anything but a fabric is one error."""
+    answers_or_refuses(lambda b: decode(unpack(b, "f"), "f"), blob)
 
 
 @given(st.lists(st.one_of(kubernetes_object("Node"), kubernetes_object("Pod"), kubernetes_object("Job"),

@@ -78,6 +78,19 @@ def test_kueue_dir_under_a_file_size_limit_is_left_as_it_was(tmp_path: Path, sna
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
+def test_an_export_under_a_file_size_limit_leaves_its_directory_as_it_was(tmp_path: Path, snapshot: Path) -> None:
+    out = tmp_path / "kai"
+    args = ["export", "kai", "--config", str(CONFIG), "--snapshot", str(snapshot), "--output-dir", str(out)]
+    assert topolabel(*args).returncode == 0
+    (out / "notes.md").write_text("a file people wrote\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    other = tmp_path / "other.yaml"
+    other.write_text(CONFIG.read_text().replace("topologyName: gke", "topologyName: renamed"))
+    done = topolabel(*args[:2], "--config", str(other), *args[4:], fsize=200)
+    one_error_line(done, "cannot write: File too large; nothing was changed")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporary file left either
+
+
 def test_export_kai_into_a_kueue_dir_keeps_the_kueue_files(tmp_path: Path, snapshot: Path) -> None:
     out = tmp_path / "gitops"
     assert topolabel("kueue", "--config", str(CONFIG), "--nodes", str(NODES), "--snapshot", str(snapshot),
