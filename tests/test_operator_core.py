@@ -312,7 +312,7 @@ def test_leader_election_may_touch_its_own_lease_and_nothing_else() -> None:
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
-         "verbs": ["get", "patch"]}]
+         "verbs": ["get", "update"]}]
     binding = next(d for d in documents() if d["kind"] == "RoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
