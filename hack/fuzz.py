@@ -604,7 +604,9 @@ def checks(report: Report, fx: Fixtures, timeout: float) -> None:
     inv.write_text("levels: [rack]\nhosts:\n" + "".join(f"  - {{node: n{i}, rack: {r}}}\n" for i, r in enumerate(racks)))
     out = run_case(["discover", "--source", "inventory", "--inventory", str(inv), "--nodes", inv_nodes, "-o", "json"], timeout)
     got = json.loads(out.out)["nodes"] if out.code == 0 else {}
-    report.check("wrong", "inventory values read as strings", [got.get(f"n{i}", {}).get("rack") for i in range(len(racks))] == racks,
+    # as strings: '1:30' is the rack 1:30 (label value 1-30, ':' is not allowed there), not YAML 1.1's 5400
+    values = ["012", "1-30", "0x1F", "1_000", "0"]
+    report.check("wrong", "inventory values read as strings", [got.get(f"n{i}", {}).get("rack") for i in range(len(racks))] == values,
                  f"exit {out.code}: {got or out.err.strip()}")
     inv.write_text('levels: [rack]\nlocalNames: "false"\nhosts: [{node: n1, rack: r1}]\n')
     out = run_case(["discover", "--source", "inventory", "--inventory", str(inv), "-o", "json"], timeout)

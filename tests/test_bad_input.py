@@ -180,3 +180,17 @@ def test_a_published_fabric_that_unpacks_beyond_the_limit_is_refused(monkeypatch
     with pytest.raises(SourceError, match=r"^f: cannot read the published fabric: unpacks to more than"):
         published.unpack(published.pack(b"[" + b" " * 5000 + b"]"), "f")
     assert published.unpack(published.pack(b"[1]"), "f") == [1]
+
+
+@pytest.mark.parametrize("quantity", ["NaN", "Infinity", "1e99999999"])
+def test_a_quantity_the_client_reads_but_the_api_server_refuses_is_one_line(quantity: str, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """kubernetes' parse_quantity (and so kueue_config.quantities.parse) reads these; sums and ceilings cannot."""
+    nodes = yaml.safe_load((EXAMPLES / "nodes.yaml").read_text())
+    for item in nodes["items"]:
+        item.setdefault("status", {}).setdefault("allocatable", {})["nvidia.com/gpu"] = quantity
+    path = tmp_path / "nodes.yaml"
+    path.write_text(yaml.safe_dump(nodes))
+    assert main(["kueue", "--config", str(EXAMPLES / "topolabel.yaml"), "--nodes", str(path), "--output-dir", "-"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{quantity!r} is not a quantity the API server accepts" in err

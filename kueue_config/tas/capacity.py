@@ -21,7 +21,7 @@ from labeler.documents import mapping
 from labeler.errors import InputError, TopologyError
 from labeler.nodes import Node, list_items
 
-from ..quantities import parse
+from ..quantities import stored
 from .workloads import check_metadata, check_pod_spec
 
 PODS = "pods"
@@ -36,7 +36,7 @@ Resources = dict[str, int]
 @lru_cache(maxsize=65536)
 def amount(resource: str, quantity: str) -> int:
     """One quantity in Kueue's units; cached because a cluster repeats the same few strings."""
-    value = parse(str(quantity), f"{resource} quantity")
+    value = stored(str(quantity), f"{resource} quantity")
     return math.ceil(value * 1000) if resource == "cpu" else math.ceil(value)
 
 
