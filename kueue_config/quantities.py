@@ -22,6 +22,21 @@ def parse(value: str, origin: str = "quantity") -> Decimal:
         raise TopologyError(f"{origin}: {value!r} is not a Kubernetes quantity") from None
 
 
+MAX_AMOUNT = Decimal(2) ** 63  # the API server keeps a quantity in an int64 (of milli-units at most)
+
+
+def stored(value: str, origin: str = "quantity") -> Decimal:
+    """A quantity as the API server would store it: `parse`, less what the client reads and the server
+    refuses (NaN, Infinity, a number beyond int64) - those would reach arithmetic that cannot take them."""
+    try:
+        amount = parse(value, origin)
+        if amount.is_finite() and abs(amount) <= MAX_AMOUNT:
+            return amount
+    except ArithmeticError:  # decimal's Overflow for an exponent beyond its range
+        pass
+    raise TopologyError(f"{origin}: {str(value)[:40]!r} is not a quantity the API server accepts")
+
+
 def _parse(text: str) -> Decimal:
     number, suffix = text, ""
     if len(text) >= 2 and text[-1] == "i":
