@@ -9,12 +9,12 @@ from typing import Iterable, Mapping
 from labeler.errors import TopologyError
 from labeler.model import Snapshot, check_tree
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")  # ASCII digits only: `²` and `٣` sort as text
 
 
 def natural(text: str) -> tuple[object, ...]:
     """A sort key that orders numbers by value (`leaf2` before `leaf10`); readable, stable output order."""
-    return tuple((0, int(part), len(part)) if part.isdigit() else (1, part, 0) for part in _DIGITS.split(text))
+    return tuple((0, int(part), len(part)) if _DIGITS.fullmatch(part) else (1, part, 0) for part in _DIGITS.split(text))
 
 
 @dataclass

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cmp_to_key
 from typing import Iterable
 
-_SUFFIX = re.compile(r"^(.*?)(\d+)$", re.S)
+_SUFFIX = re.compile(r"^(.*?)([0-9]+)$", re.S)
 
 
 @dataclass

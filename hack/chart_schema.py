@@ -2,7 +2,8 @@
 
 `config` (the TopologyLabeler spec) comes from the config model, labeler/config.py, so the chart accepts
 exactly the keys topolabel.yaml does. Every other value is typed after its default in values.yaml: a
-non-empty mapping admits only its keys (a typo is an error), except the free-form ones below.
+non-empty mapping admits only its keys (a typo is an error), except the free-form ones below; a few values
+get the checks their programs make (counts are integers, fabric names follow the collector's rule).
 
     python3 hack/chart_schema.py            # rewrite the file
     python3 hack/chart_schema.py --check    # exit 1 if the committed file is not what this writes
@@ -21,15 +22,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from labeler.config import Config  # noqa: E402  (after the path is set: this file runs as a script)
+from topolabel.ibcollector import FABRIC_NAME  # noqa: E402
 
 CHART = ROOT / "charts" / "topolabel"
 SCHEMA = CHART / "values.schema.json"
 # Kubernetes structures passed through as they are: any keys.
-FREE_FORM = {"operator.resources", "agent.resources", "agent.lldpdResources"}
+FREE_FORM = {"operator.resources", "agent.resources", "agent.lldpdResources", "ibCollector.resources",
+             "ibCollector.nodeSelector"}
+_FABRIC = FABRIC_NAME.pattern.removeprefix("^").removesuffix("$")
+# Values checked beyond their default's type: the collector's `--ib-fabric NAME=REGEX`s and the name of the
+# fabric the operator reads ("*": the only one published; empty: none).
+CHECKED = {"ibCollector.replicas": {"type": "integer", "minimum": 0},
+           "ibCollector.fabrics": {"type": "array", "items": {"type": "string", "pattern": f"^{_FABRIC}=.+$"}},
+           "operator.infiniband.fabric": {"type": "string", "pattern": rf"^(|\*|{_FABRIC})$"}}
 
 
 def typed(value: Any, path: str) -> dict[str, Any]:
     """A schema for a value shaped like `value` (the default at `path`)."""
+    if path in CHECKED:
+        return CHECKED[path]
     if isinstance(value, bool):
         return {"type": "boolean"}
     if isinstance(value, (int, float)):

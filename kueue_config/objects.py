@@ -17,7 +17,7 @@ from labeler.model import Level, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION as API_VERSION, hashed_name, topology_keys
 from labeler.nodes import Node
 
-from .quantities import parse
+from .quantities import stored
 from .queues import PoolFlavor, meta, queue_objects
 
 
@@ -87,7 +87,7 @@ def pool_quota(pool: Pool, resources: Sequence[str]) -> dict[str, Decimal]:
     for node in pool.nodes:
         for res in resources:
             if res in node.allocatable:
-                totals[res] += parse(node.allocatable[res], f"node {node.name} allocatable {res}")
+                totals[res] += stored(node.allocatable[res], f"node {node.name} allocatable {res}")
     return dict(totals)
 
 

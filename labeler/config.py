@@ -32,9 +32,9 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from .documents import read_document
 from .errors import InputError
 from .names import camel, snake
-from .nodes import read_document
 from .placement import DEFAULT_PREFIX
 from .queues import Amounts, ClusterQueueConfig, CohortConfig, LocalQueueConfig, ObjectName, kueue_issues
 from .validation import Issue, Loc, did_you_mean, issues, model_issues, one_line

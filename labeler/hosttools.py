@@ -25,9 +25,11 @@ def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str 
     command = " ".join(argv)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, encoding="utf-8", errors="replace", start_new_session=True)
     except FileNotFoundError:
         raise SourceError(f"{argv[0]}: not found; {missing}") from None
+    except OSError as exc:  # not executable, a directory
+        raise SourceError(f"{argv[0]}: cannot run: {exc.strerror or exc}") from None
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -42,7 +44,8 @@ def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str 
     return stdout
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL the tool and everything it started, then reap it (its pipes close with the last of them)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:

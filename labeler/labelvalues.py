@@ -1,4 +1,4 @@
-"""Kubernetes label keys and values: validation, readable sanitising, stable disambiguation."""
+"""Kubernetes label keys and values: validation, who owns a key, readable sanitising, stable disambiguation."""
 
 from __future__ import annotations
 
@@ -20,6 +20,17 @@ _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _PREFIX_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+# Label domains owned by Kubernetes, the clouds and other node tools. topolabel writes no level label there:
+# it would rewrite, and on a later change remove, a label that schedulers, kubelets or cloud controllers
+# own (kubernetes.io/hostname, node.kubernetes.io/instance-type, cloud.google.com/gce-topology-block ...).
+# `kubernetes.io/hostname` is Kueue's own last level, added by the Kueue objects, never written.
+FOREIGN_DOMAINS = {
+    "kubernetes.io": "Kubernetes", "k8s.io": "Kubernetes", "x-k8s.io": "Kubernetes",
+    "cloud.google.com": "GKE", "gke.io": "GKE", "k8s.aws": "AWS", "amazonaws.com": "AWS", "azure.com": "Azure",
+    "oraclecloud.com": "OCI",
+    "coreweave.cloud": "CoreWeave", "nvidia.com": "NVIDIA's GPU tools", "topograph.run": "Topograph",
+}
 
 
 def short_hash(text: str) -> str:
@@ -54,6 +65,21 @@ def key_problems(key: str) -> list[str]:
     return problems
 
 
+def foreign_owner(key: str) -> str | None:
+    """Who owns `key` when it is not topolabel's to write (`kubernetes.io/hostname` -> Kubernetes), else None."""
+    prefix = key.rpartition("/")[0].lower()
+    return next((owner for domain, owner in FOREIGN_DOMAINS.items()
+                 if prefix == domain or prefix.endswith("." + domain)), None)
+
+
+def level_key_problems(key: str) -> list[str]:
+    """Why `key` cannot be a level label topolabel writes: not usable in TAS annotations, or someone else's."""
+    owner = foreign_owner(key)
+    owned = [f"belongs to {owner}; topolabel writes level labels only under a prefix of its own "
+             "(default topolabel.dev/)"] if owner else []
+    return key_problems(key) + owned
+
+
 def readable(raw: str) -> str:
     """The closest valid label value to `raw`, before any shortening: invalid runs become '-'."""
     value = _BAD_CHARS.sub("-", raw.strip())
@@ -77,18 +103,28 @@ def to_value(raw: str) -> str:
     return _with_hash(value, raw)
 
 
-def unique_values(names: Mapping[str, str]) -> dict[str, str]:
+def candidates(identity: str, name: str) -> tuple[str, str]:
+    """The two values `unique_values` may give an identity: its readable name, and that name with its hash."""
+    return to_value(name), _with_hash(readable(name), identity)
+
+
+def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, str]:
     """Map identities to distinct valid values, given each identity's display name.
 
-    Identities whose values would collide all get a hash of their identity, so the result does not
-    depend on the order they arrive in.
+    Stateless, yet stable when domains join: `current` holds, per identity, the values its nodes carry now
+    (labels topolabel wrote before) and how many nodes carry each. An identity keeps such a value when it is
+    one of its two candidates (so nothing else can steer it) and no identity with more nodes on it keeps it;
+    the others take their readable name, and identities whose readable names collide with each other or
+    with a kept value all get a hash of their identity. So collision handling only ever changes the
+    newcomer's value, and the result does not depend on the order identities arrive in.
     """
+    out = _kept_values(names, current or {})
+    taken = set(out.values())
     by_value: dict[str, list[str]] = defaultdict(list)
-    for identity in sorted(names):
+    for identity in sorted(set(names) - set(out)):
         by_value[to_value(names[identity])].append(identity)
-    out: dict[str, str] = {}
     for value, owners in by_value.items():
-        if len(owners) == 1:
+        if len(owners) == 1 and value not in taken:
             out[owners[0]] = value
         else:
             for identity in owners:
@@ -96,3 +132,16 @@ def unique_values(names: Mapping[str, str]) -> dict[str, str]:
     if len(set(out.values())) != len(out):
         raise TopologyError("label value collision after hashing; rename one of the domains")
     return out
+
+
+def _kept_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
+    """The values identities keep from `current`: each its most carried candidate, each value once."""
+    claims: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for identity in sorted(names):
+        carried = current.get(identity) or {}
+        allowed = candidates(identity, names[identity])
+        best = sorted(((-n, v) for v, n in carried.items() if v in allowed and n > 0), key=lambda c: c)
+        if best:
+            count, value = best[0]
+            claims[value].append((count, identity))
+    return {min(claimants)[1]: value for value, claimants in claims.items()}

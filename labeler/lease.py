@@ -27,6 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from .errors import KubeUnreachable
 from .kube import api_error, request_json
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ class Lease:
                         "renewTime": micro_time()}
         try:
             request_json(self.api, "PUT", self.path, body=body, timeout=self.timeout)
-        except (ApiException, HTTPError) as exc:
+        except (ApiException, HTTPError, KubeUnreachable) as exc:
             log.warning("could not release lease %s/%s: %s", self.namespace, self.name, _reason(exc))
         self.holder, self.renewed_at = None, float("-inf")
 
@@ -183,7 +184,7 @@ class Keeper:
         while not self._stop.is_set():
             try:
                 self.lease.try_acquire()
-            except (ApiException, HTTPError) as exc:
+            except (ApiException, HTTPError, KubeUnreachable) as exc:
                 log.warning("lease %s/%s: %s", self.lease.namespace, self.lease.name, _reason(exc))
             self._changed()
             self._stop.wait(self.retry)

@@ -6,11 +6,8 @@ met on the way. Its dict form is the fixed snapshot format that `topolabel disco
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
-
-from .errors import TopologyError
 
 # Level names that hold an accelerator (multi-node NVLink) domain: the labels source's `nvlink` preset
 # (`nvidia.com/gpu.clique`), AWS's UltraServer `capacity-block` and Topograph's `accelerator`. Exports treat them as the unit a job
@@ -39,11 +36,6 @@ class Problem:
         out.update(source=self.source, message=self.message)
         return out
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Problem":
-        return cls(source=str(data.get("source", "")), message=str(data.get("message", "")),
-                   node=data.get("node"))
-
 
 @dataclass
 class Snapshot:
@@ -59,34 +51,6 @@ class Snapshot:
             "nodes": {name: dict(self.nodes[name]) for name in sorted(self.nodes)},
             "problems": [p.to_dict() for p in self.problems],
         }
-
-    @classmethod
-    def from_dict(cls, data: Any, origin: str = "snapshot") -> "Snapshot":
-        """Read the snapshot format, with errors that name `origin` and the bad key."""
-        if not isinstance(data, Mapping):
-            raise TopologyError(f"{origin}: expected a mapping with levels, nodes, problems")
-        raw_levels = data.get("levels")
-        if not isinstance(raw_levels, list) or not raw_levels:
-            raise TopologyError(f"{origin}: 'levels' must be a non-empty list")
-        levels = []
-        for i, lv in enumerate(raw_levels):
-            if not isinstance(lv, Mapping) or not lv.get("name") or not lv.get("label"):
-                raise TopologyError(f"{origin}: levels[{i}] needs 'name' and 'label'")
-            levels.append(Level(str(lv["name"]), str(lv["label"])))
-        names = [lv.name for lv in levels]
-        raw_nodes = data.get("nodes") or {}
-        if not isinstance(raw_nodes, Mapping):
-            raise TopologyError(f"{origin}: 'nodes' must be a mapping of node name to level values")
-        nodes: dict[str, dict[str, str]] = {}
-        for node, values in raw_nodes.items():
-            if not isinstance(values, Mapping):
-                raise TopologyError(f"{origin}: nodes.{node} must be a mapping of level to value")
-            missing = [n for n in names if n not in values]
-            if missing:
-                raise TopologyError(f"{origin}: nodes.{node} has no value for level(s) {', '.join(missing)}")
-            nodes[str(node)] = {n: sys.intern(str(values[n])) for n in names}  # domains repeat across nodes
-        problems = [Problem.from_dict(p) for p in data.get("problems") or [] if isinstance(p, Mapping)]
-        return cls(tuple(levels), nodes, problems)
 
     def path(self, node: str) -> tuple[str, ...]:
         """The node's values, coarsest first."""

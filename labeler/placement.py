@@ -1,38 +1,50 @@
-"""From what a source found (raw placements) to a validated snapshot of label values.
+"""From what a source found (raw placements) to a validated snapshot of label values, and back from a file.
 
 Sources report raw domain names as they know them (switch names, cloud ids, inventory racks). This module
 checks that they form a tree, turns them into valid, readable label values that are unique per level, and
-attaches the label keys.
+attaches the label keys. A snapshot read from a file is untrusted input and gets the same checks.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import sys
+from collections import Counter, defaultdict
+from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import TopologyError
 from .gcpause import paused_gc
-from .labelvalues import key_problems, unique_values
+from .labelvalues import is_valid_value, level_key_problems, unique_values
 from .model import Discovery, Level, Problem, Snapshot, check_tree
+from .nodes import Node
 
 DEFAULT_PREFIX = "topolabel.dev/"
+MAX_LEVELS = 15  # Kueue allows 16 levels, and kubernetes.io/hostname may be the last
+MAX_NODE_NAME = 253
 
 
 def level_keys(level_names: Sequence[str], prefix: str = DEFAULT_PREFIX,
                overrides: Mapping[str, str] | None = None) -> tuple[Level, ...]:
     """Label keys for the levels: `prefix + name` unless overridden; invalid keys are an error."""
     overrides = overrides or {}
-    levels = []
-    for name in level_names:
-        key = overrides.get(name) or f"{prefix}{name}"
-        bad = key_problems(key)
+    levels = tuple(Level(name, overrides.get(name) or f"{prefix}{name}") for name in level_names)
+    check_levels(levels)
+    return levels
+
+
+def check_levels(levels: Sequence[Level], origin: str = "") -> None:
+    """Level keys topolabel may write: valid for TAS, its own (never Kubernetes', a cloud's or a tool's),
+    distinct, and few enough for Kueue."""
+    where = f"{origin}: " if origin else ""
+    for lv in levels:
+        bad = level_key_problems(lv.label)
         if bad:
-            raise TopologyError(f"label key {key!r} for level {name!r} " + "; ".join(bad))
-        levels.append(Level(name, key))
+            raise TopologyError(f"{where}label key {lv.label!r} for level {lv.name!r} " + "; ".join(bad))
     if len({lv.label for lv in levels}) != len(levels):
-        raise TopologyError("two levels share one label key: " + ", ".join(lv.label for lv in levels))
-    if len(levels) > 15:
-        raise TopologyError(f"{len(levels)} levels: Kueue allows 16 including kubernetes.io/hostname")
-    return tuple(levels)
+        raise TopologyError(f"{where}two levels share one label key: " + ", ".join(lv.label for lv in levels))
+    if len({lv.name for lv in levels}) != len(levels):
+        raise TopologyError(f"{where}two levels share one name: " + ", ".join(lv.name for lv in levels))
+    if len(levels) > MAX_LEVELS:
+        raise TopologyError(f"{where}{len(levels)} levels: Kueue allows 16 including kubernetes.io/hostname")
 
 
 def pad_depths(discovery: Discovery, depth: int) -> None:
@@ -53,11 +65,13 @@ def pad_depths(discovery: Discovery, depth: int) -> None:
 
 
 @paused_gc()  # per-node dicts and tuples, no cycles: the collector would only walk them
-def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
+def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable[Node] = ()) -> Snapshot:
     """Validate a discovery and turn its raw names into label values.
 
     Paths of the wrong depth or with empty values become problems; a domain under two parents is a
-    `TopologyError` naming both, because labelling it would split the domain silently.
+    `TopologyError` naming both, because labelling it would split the domain silently. `nodes` (the
+    cluster, when known) carry the values topolabel wrote before: existing domains keep them when a new
+    domain's name collides with theirs (`labelvalues.unique_values`).
     """
     if len(levels) != len(discovery.level_names):
         raise TopologyError(f"{discovery.source}: {len(discovery.level_names)} levels found, "
@@ -74,13 +88,91 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...]) -> Snapshot:
     errors = check_tree(levels, paths)
     if errors:
         raise TopologyError(f"{discovery.source}: the topology is not a tree: " + "; ".join(errors))
+    carried = _carried(levels, paths, nodes)
     values = []
     for depth in range(len(levels)):
         identities = {p[depth] for p in paths.values()}
-        values.append(unique_values({i: _display(i, discovery.local_names) for i in identities}))
+        values.append(unique_values({i: _display(i, discovery.local_names) for i in identities}, carried[depth]))
     names = [lv.name for lv in levels]
     nodes = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
     return Snapshot(levels, nodes, problems)
+
+
+def _carried(levels: Sequence[Level], paths: Mapping[str, tuple[str, ...]],
+             nodes: Iterable[Node]) -> list[dict[str, Counter[str]]]:
+    """Per level, identity -> the values its nodes carry under a key topolabel wrote (and how many)."""
+    carried: list[dict[str, Counter[str]]] = [defaultdict(Counter) for _ in levels]
+    for node in nodes:
+        path = paths.get(node.name)
+        if path is None:
+            continue
+        managed = set(node.managed())
+        for depth, level in enumerate(levels):
+            value = node.labels.get(level.label)
+            if value and level.label in managed:
+                carried[depth][path[depth]][value] += 1
+    return carried
+
+
+def snapshot_from_dict(data: Any, origin: str = "snapshot") -> Snapshot:
+    """A snapshot read from a file (`topolabel discover -o json`): untrusted, so checked like discovery output.
+
+    Level keys must be valid and topolabel's own, values valid label values (strings only), the nodes a
+    tree; each error names `origin` and the offending key.
+    """
+    if not isinstance(data, Mapping):
+        raise TopologyError(f"{origin}: expected a mapping with levels, nodes, problems")
+    levels = _levels(data.get("levels"), origin)
+    check_levels(levels, origin)
+    raw_nodes = data.get("nodes") if data.get("nodes") is not None else {}
+    if not isinstance(raw_nodes, Mapping):
+        raise TopologyError(f"{origin}: 'nodes' must be a mapping of node name to level values")
+    nodes = {_node_name(node, origin): _values(node, values, levels, origin) for node, values in raw_nodes.items()}
+    errors = check_tree(levels, {n: tuple(v[lv.name] for lv in levels) for n, v in nodes.items()})
+    if errors:
+        raise TopologyError(f"{origin}: the topology is not a tree: " + "; ".join(errors[:5]))
+    return Snapshot(levels, nodes, _problems(data.get("problems"), origin))
+
+
+def _levels(raw: Any, origin: str) -> tuple[Level, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise TopologyError(f"{origin}: 'levels' must be a non-empty list")
+    levels = []
+    for i, lv in enumerate(raw):
+        if not isinstance(lv, Mapping) or not all(isinstance(lv.get(k), str) and lv[k] for k in ("name", "label")):
+            raise TopologyError(f"{origin}: levels[{i}] needs 'name' and 'label' strings")
+        levels.append(Level(lv["name"], lv["label"]))
+    return tuple(levels)
+
+
+def _node_name(name: Any, origin: str) -> str:
+    if not isinstance(name, str) or not name or len(name) > MAX_NODE_NAME or not name.isprintable() \
+            or any(ch.isspace() for ch in name):
+        raise TopologyError(f"{origin}: node name {str(name)[:80]!r} is not a Kubernetes node name")
+    return name
+
+
+def _values(node: str, values: Any, levels: Sequence[Level], origin: str) -> dict[str, str]:
+    if not isinstance(values, Mapping):
+        raise TopologyError(f"{origin}: nodes.{node} must be a mapping of level to value")
+    missing = [lv.name for lv in levels if lv.name not in values]
+    if missing:
+        raise TopologyError(f"{origin}: nodes.{node} has no value for level(s) {', '.join(missing)}")
+    for lv in levels:
+        value = values[lv.name]
+        if not isinstance(value, str) or not value or not is_valid_value(value):
+            raise TopologyError(f"{origin}: nodes.{node}.{lv.name}: {str(value)[:80]!r} is not a label value (a "
+                                "string of at most 63 characters, alphanumeric at both ends, '-_.' inside)")
+    return {lv.name: sys.intern(values[lv.name]) for lv in levels}  # domains repeat across nodes
+
+
+def _problems(raw: Any, origin: str) -> list[Problem]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(p, Mapping) for p in raw):
+        raise TopologyError(f"{origin}: 'problems' must be a list of {{node, source, message}}")
+    return [Problem(str(p.get("source", "")), str(p.get("message", "")),
+                    None if p.get("node") is None else str(p["node"])) for p in raw]
 
 
 _SEP = "\x1f"

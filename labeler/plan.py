@@ -1,7 +1,11 @@
 """The label plan: which labels to set and remove on which nodes, computed without touching the cluster.
 
 Safety rules, in one place:
-- only keys topolabel wrote before (listed in the managed-labels annotation) are ever removed;
+- topolabel owns on a node only what it wrote: keys listed in the managed-labels annotation, and keys it
+  adds. A key the node already carries with a value topolabel did not set is never claimed: with the
+  same value it is left unclaimed, with another value it is left as it is and reported (a conflict);
+- only owned keys are ever rewritten or removed, and never a key of Kubernetes, a cloud or another tool,
+  whatever the annotation says;
 - a node the source did not place keeps every label, and is reported;
 - a plan that rewrites or removes existing labels on more than a set share of nodes is refused unless forced.
 """
@@ -9,13 +13,13 @@ Safety rules, in one place:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Sequence
 
 from .errors import PlanRefused
+from .labelvalues import level_key_problems
 from .model import Problem, Snapshot
-from .nodes import Node
-
-MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
+from .nodes import MANAGED_ANNOTATION, Node
 
 
 @dataclass(slots=True)  # a first labelling of 100,000 nodes holds 100,000 of them
@@ -42,6 +46,7 @@ class Plan:
     unchanged: int
     problems: list[Problem]
     total: int
+    conflicts: list[Problem] = field(default_factory=list)  # also in `problems`
 
     @property
     def disruptive(self) -> int:
@@ -52,18 +57,33 @@ class Plan:
                 "problems": [p.to_dict() for p in self.problems]}
 
 
-def managed_keys(node: Node) -> list[str]:
-    raw = node.annotations.get(MANAGED_ANNOTATION, "")
-    return [k for k in raw.split(",") if k]
+def owned_keys(node: Node, listed: list[str] | None = None) -> set[str]:
+    """Keys the annotation says topolabel wrote (`listed`, when already read), less any it can never own (a
+    crafted or stale annotation)."""
+    return {k for k in (node.managed() if listed is None else listed) if _ownable(k)}
+
+
+@lru_cache(maxsize=4096)
+def _ownable(key: str) -> bool:
+    """A key topolabel may own (remembered: every node of a cluster lists the same few)."""
+    return not level_key_problems(key)
+
+
+def conflicts(node: Node, desired: dict[str, str]) -> dict[str, str]:
+    """Desired keys the node carries with another value that topolabel did not write: key -> that value."""
+    owned = owned_keys(node)
+    return {k: node.labels[k] for k in sorted(desired)
+            if k not in owned and k in node.labels and node.labels[k] != desired[k]}
 
 
 def plan_node(node: Node, desired: dict[str, str]) -> NodeChange | None:
-    """The change that brings one node to `desired`, or None when it is already there."""
-    managed = sorted(desired)
+    """The change that brings one node to `desired` on the keys topolabel owns, or None when it is there."""
+    before = node.managed()
+    owned = owned_keys(node, before)
     labels = node.labels
+    managed = sorted(k for k in desired if k in owned or k not in labels)
     to_set = {k: desired[k] for k in managed if labels.get(k) != desired[k]}
-    before = managed_keys(node)
-    to_remove = sorted(k for k in before if k not in desired and k in labels)
+    to_remove = sorted(k for k in owned if k not in desired and k in labels)
     if not to_set and not to_remove and before == managed:
         return None
     rewrites = any(k in node.labels for k in to_set)
@@ -74,6 +94,7 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
     problems = list(snapshot.problems)
     reported = {p.node for p in problems if p.node}
     changes: list[NodeChange] = []
+    clashes: list[Problem] = []
     unchanged = 0
     for node in sorted(nodes, key=lambda n: n.name):
         if node.name not in snapshot.nodes:
@@ -81,7 +102,11 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
                 problems.append(Problem("plan", "not placed by the source; its labels are kept", node.name))
             unchanged += 1
             continue
-        change = plan_node(node, snapshot.labels_for(node.name))
+        desired = snapshot.labels_for(node.name)
+        clashes += [Problem("plan", f"carries {key}={value!r}, which topolabel did not write; left as it is "
+                                    f"(remove the label to let topolabel write {desired[key]!r})", node.name)
+                    for key, value in conflicts(node, desired).items()]
+        change = plan_node(node, desired)
         if change is None:
             unchanged += 1
         else:
@@ -89,7 +114,7 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
     cluster = {n.name for n in nodes}
     for name in sorted(set(snapshot.nodes) - cluster):
         problems.append(Problem("plan", "placed by the source but not in the cluster", name))
-    return Plan(changes, unchanged, problems, len(nodes))
+    return Plan(changes, unchanged, problems + clashes, len(nodes), clashes)
 
 
 def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:

@@ -47,13 +47,15 @@ class Manifest:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> "Manifest":
-        meta, data = obj.get("metadata") or {}, dict(obj.get("data") or {})
+        meta = obj.get("metadata") or {}
         try:
+            data = dict(obj.get("data") or {})
             return cls(meta["name"], data["sha256"], tuple(s for s in data["shards"].split(",") if s),
                        int(data["size"]), {k: v for k, v in data.items() if k not in RESERVED},
                        dict(meta.get("labels") or {}), meta.get("resourceVersion", ""))
-        except (KeyError, ValueError) as exc:
-            raise SourceError(f"ConfigMap {meta.get('name')}: not a shard manifest ({exc})") from None
+        except (KeyError, ValueError, AttributeError, TypeError) as exc:
+            raise SourceError(f"ConfigMap {str(meta.get('name'))[:253]}: not a shard manifest "
+                              f"({type(exc).__name__}: {str(exc)[:100]})") from None
 
 
 def _path(namespace: str, name: str = "") -> str:
@@ -86,7 +88,10 @@ def read_blob(api: client.ApiClient, namespace: str, manifest: Manifest) -> byte
             if exc.status == 404:
                 raise ShardGone(f"ConfigMap {namespace}/{name}: gone (republished meanwhile)") from None
             raise
-        parts.append(base64.b64decode((obj.get("binaryData") or {}).get(KEY, "")))
+        try:
+            parts.append(base64.b64decode((obj.get("binaryData") or {}).get(KEY, ""), validate=True))
+        except (ValueError, TypeError, AttributeError):
+            raise ShardGone(f"ConfigMap {namespace}/{name}: not a shard (no base64 {KEY})") from None
     blob = b"".join(parts)
     if hashlib.sha256(blob).hexdigest() != manifest.sha256:
         raise ShardGone(f"ConfigMap {namespace}/{manifest.name}: shards do not match its sha256 (republished meanwhile?)")

@@ -43,7 +43,7 @@ TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 _INSTANCE_ID = re.compile(r"^i-[0-9A-Za-z]+$")
 # A region is the zone name up to its first number: us-east-1a, us-west-2-lax-1a, us-gov-west-1b.
-_REGION = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-\d+)")
+_REGION = re.compile(r"^([a-z]{2}(?:-[a-z]+)+-[0-9]+)")
 _UNAUTHORIZED = {"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"}
 _BAD_CREDENTIALS = {"AuthFailure", "InvalidClientTokenId", "UnrecognizedClientException",
                     "SignatureDoesNotMatch", "ExpiredToken", "RequestExpired"}

@@ -13,11 +13,18 @@ says what a node the part did not place gets: `problem` (default: the node is no
 own domain, right for accelerator domains of nodes that are not multi-node NVLink systems) or `parent`
 (the value of the level above it). Kueue needs a tree, so when a finer domain does not sit inside one coarser
 domain (an NVLink domain split across two leaves) the error says so and lists the orders that do nest.
+
+Levels from node labels and annotations (the `labels` source: the GPU Operator's clique label, the agent's
+clique annotation) are self-reported: a node, its kubelet or its agent can write them. Such a level never
+fails the whole source and never moves a node into another domain without corroboration: where a
+self-reported domain is split across coarser domains, its nodes outside the domain's strict majority are
+problems for themselves alone (all of them when no parent holds a majority), and the rest is placed.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter, defaultdict
 from itertools import permutations
 from typing import Any, Literal, Mapping
 
@@ -35,6 +42,7 @@ from .registry import SOURCES, get_source
 
 NAME = "combined"
 MAX_PERMUTED_LEVELS = 7  # 5,040 orders; beyond that only single-level removals are suggested
+SELF_REPORTED = {"labels"}  # parts whose evidence the nodes themselves can write
 
 
 def _part_schema(schema: dict[str, Any]) -> None:
@@ -105,8 +113,41 @@ def discover(ctx: SourceContext) -> Discovery:
             result.problem(why, node)
         else:
             result.paths[node] = path
+    _drop_uncorroborated(result, {i for i, name in enumerate(order) if by_name[name][0].type in SELF_REPORTED})
     _require_tree(result, ctx.origin)
     return result
+
+
+def _drop_uncorroborated(found: Discovery, self_reported: set[int]) -> None:
+    """Make each node whose self-reported level contradicts the majority of its domain a problem of its own.
+
+    For each pair of adjacent levels one of which is self-reported, a domain (of the finer level) that sits
+    under several parents keeps the nodes under the parent holding a strict majority of it; the others (all
+    of them without a majority) are taken out and reported, each naming what it claims and where it sits.
+    """
+    names = found.level_names
+    for depth in range(1, len(names)):
+        if not {depth - 1, depth} & self_reported:
+            continue
+        parents: dict[str, Counter[str]] = defaultdict(Counter)
+        for path in found.paths.values():
+            parents[path[depth]][path[depth - 1]] += 1
+        hint = ""
+        for node in sorted(found.paths):
+            value, parent = found.paths[node][depth], found.paths[node][depth - 1]
+            counts = parents[value]
+            if len(counts) < 2:
+                continue
+            (top, most), = counts.most_common(1)
+            if parent == top and most * 2 > sum(counts.values()):
+                continue
+            hint = hint or nesting_orders(found)
+            found.problem(f"its {names[depth]} {value!r} sits under {names[depth - 1]} {parent!r}, but the "
+                          f"{names[depth]}'s other nodes under {', '.join(sorted(set(counts) - {parent}))}; "
+                          "not corroborated, so left as it is", node)
+            del found.paths[node]
+        if hint:
+            found.problem(f"{names[depth]} domains that span several {names[depth - 1]}s were left out. {hint}")
 
 
 def _run_part(part: Part, ctx: SourceContext) -> Discovery:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from labeler.errors import SourceError
 from labeler.hosttools import run_tool
+from labeler.labelvalues import is_valid_value
 
 ANNOTATION = "topolabel.dev/gpu-clique"
 QUERY = ["--query-gpu=fabric.clusterUuid,fabric.cliqueId", "--format=csv,noheader"]
@@ -30,6 +31,9 @@ def parse_cliques(text: str, origin: str = "nvidia-smi") -> str | None:
         uuid, clique = parts
         if uuid.lower() in _UNSET or clique.lower() in _UNSET:
             values.add(None)
+        elif not is_valid_value(f"{uuid}.{clique}"):
+            raise SourceError(f"{origin}: line {number}: the NVLink domain is not a label value (at most 63 "
+                              "characters, alphanumeric at both ends)")
         else:
             values.add(f"{uuid}.{clique}")
     if len(values) > 1:

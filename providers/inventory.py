@@ -24,12 +24,12 @@ import csv
 import fnmatch
 import io
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
-from labeler.errors import SourceError
+from labeler.documents import load
+from labeler.errors import InputError, SourceError
+from labeler.files import read_text
 from labeler.model import Discovery
-from labeler.nodes import yaml_error
 
 from .base import Options, Source, SourceContext, parse_options
 
@@ -76,19 +76,15 @@ def discover(ctx: SourceContext) -> Discovery:
 
 
 def read_inventory(path: str) -> Inventory:
+    """The inventory file; every value is read as the string it is (`012`, `1:30`, `0x1F` are racks, not
+    YAML 1.1 numbers), so only `true`/`false` are booleans."""
     try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read inventory: {exc.strerror or exc}") from None
-    if path.lower().endswith(".csv"):
-        return _from_csv(text, path)
-    import yaml  # only when an inventory is read: every command listing the sources' flags imports this module
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SourceError(f"{path}: not valid YAML: {yaml_error(exc)}") from None
-    return _from_yaml(data, path)
+        text = read_text(path)
+        if path.lower().endswith(".csv"):
+            return _from_csv(text, path)
+        return _from_yaml(load(text, path, strings=True), path)
+    except InputError as exc:
+        raise SourceError(str(exc)) from None
 
 
 def _from_yaml(data: Any, origin: str) -> Inventory:
@@ -100,20 +96,28 @@ def _from_yaml(data: Any, origin: str) -> Inventory:
     hosts = data.get("hosts")
     if not isinstance(hosts, list):
         raise SourceError(f"{origin}: 'hosts' must be a list")
+    local_names = data.get("localNames", False)
+    if not isinstance(local_names, bool):
+        raise SourceError(f"{origin}: 'localNames' must be true or false, not {local_names!r}"[:200])
     entries = []
     for i, host in enumerate(hosts):
         if not isinstance(host, Mapping) or ("node" in host) == ("pattern" in host):
             raise SourceError(f"{origin}: hosts[{i}] needs exactly one of 'node' or 'pattern'")
-        missing = [lv for lv in levels if not str(host.get(lv) or "").strip()]
-        if missing:
-            raise SourceError(f"{origin}: hosts[{i}] has no value for level(s) {', '.join(missing)}")
-        match = str(host.get("node") or host.get("pattern"))
-        entries.append(Entry(match, "pattern" in host, tuple(str(host[lv]).strip() for lv in levels)))
-    return Inventory(tuple(levels), entries, bool(data.get("localNames", False)))
+        match = host.get("node", host.get("pattern"))
+        values = [host.get(lv) for lv in levels]
+        bad = [lv for lv, v in zip(["node" if "node" in host else "pattern", *levels], [match, *values])
+               if not isinstance(v, str) or not v.strip()]
+        if bad:
+            raise SourceError(f"{origin}: hosts[{i}] has no value for level(s) {', '.join(bad)}")
+        entries.append(Entry(match.strip(), "pattern" in host, tuple(v.strip() for v in values)))
+    return Inventory(tuple(levels), entries, local_names)
 
 
 def _from_csv(text: str, origin: str) -> Inventory:
-    rows = list(csv.reader(io.StringIO(text)))
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise SourceError(f"{origin}: not valid CSV: {exc}") from None
     rows = [r for r in rows if any(cell.strip() for cell in r) and not r[0].lstrip().startswith("#")]
     if not rows or len(rows[0]) < 2:
         raise SourceError(f"{origin}: expected a header 'node,<level>,...' with at least one level")
@@ -123,7 +127,7 @@ def _from_csv(text: str, origin: str) -> Inventory:
     for line, row in enumerate(rows[1:], start=2):
         cells = [c.strip() for c in row]
         if len(cells) != len(header) or not all(cells):
-            raise SourceError(f"{origin}: row {line} must have {len(header)} non-empty cells ({', '.join(header)})")
+            raise SourceError(f"{origin}: row {line} must have {len(header)} non-empty cells, like the header")
         entries.append(Entry(cells[0], any(ch in cells[0] for ch in "*?["), tuple(cells[1:])))
     return Inventory(levels, entries)
 

@@ -3,7 +3,8 @@
 kmock (by kopf's author) keeps objects in memory and serves discovery, list, watch, create, merge patch
 and delete over real HTTP on 127.0.0.1 (a free port). It differs from a real API server in ways the tests
 allow for: no label selectors or paging, no resourceVersion, server-side apply is a plain merge (a patch
-to a missing object is a 404), and a fault injected into a write still changes the stored object.
+to a missing object is a 404), a PUT (which kmock does not serve; `Emulator` adds it) is a merge of the body
+too, and a fault injected into a write still changes the stored object.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import aiohttp.web
 import kmock
 import yaml
 
@@ -26,6 +28,22 @@ KUEUE = {"topologies": ("Topology", False), "resourceflavors": ("ResourceFlavor"
          "clusterqueues": ("ClusterQueue", False), "localqueues": ("LocalQueue", True),
          "workloads": ("Workload", True), "cohorts": ("Cohort", False)}
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+class Emulator(kmock.KubernetesEmulator):
+    """kmock's emulator with PUT on a named object (labeler.lease writes Leases with it), merged like a patch."""
+
+    async def _handle(self, request: Any) -> Any:
+        if str(getattr(request.method, "value", request.method)).upper() != "PUT" or request.name is None:
+            return await super()._handle(request)
+        key = (request.resource, request.namespace, request.name)
+        async with self._lock:
+            if key not in self._objects or self._objects[key].deleted:
+                return aiohttp.web.json_response({"kind": "Status", "code": 404, "reason": "NotFound"}, status=404)
+            self._objects[key].patch(request.data)
+            raw = self._objects[key].raw
+            await self._buses[request.resource].put({"type": "MODIFIED", "object": raw})
+        return aiohttp.web.json_response(raw)
 
 
 @dataclass(frozen=True)
@@ -79,7 +97,7 @@ class MockCluster:
 
     async def _main(self) -> None:
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-        self.handler = kmock.KubernetesEmulator()
+        self.handler = Emulator()
         self.handler.resources.load_bundled()
         if self.kueue:
             for plural, (kind, namespaced) in KUEUE.items():

@@ -168,6 +168,19 @@ class KubeCluster:
 
         return {n.name: dict(n.labels) for n in list_nodes(self.api())}
 
+    def kueue_metric(self, name: str, **labels: str) -> float | None:
+        """A sample of the Kueue manager's Prometheus metrics (served over HTTPS, to the admin's token)
+        whose labels include `labels`; None when there is none."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        url = f"https://127.0.0.1:{self.state.ports['kueue-metrics']}/metrics"
+        status, body = testcluster.request(url, self.dir / "pki" / "ca.crt", self.state.tokens[testcluster.ADMIN],
+                                           timeout=10)
+        if status != 200:
+            raise AssertionError(f"{url}: {status} {body[:300]}")
+        return next((s.value for family in text_string_to_metric_families(body) for s in family.samples
+                     if s.name == name and s.labels.items() >= labels.items()), None)
+
     def audit_mark(self) -> int:
         """A position in the audit log; `requests(since=mark)` reads what came after it."""
         try:

@@ -98,3 +98,15 @@ def workload_of(api: client.ApiClient, namespace: str, owner_uid: str) -> dict[s
         if any(ref.get("uid") == owner_uid for ref in item["metadata"].get("ownerReferences") or []):
             return item
     return None
+
+
+def event_messages(api: client.ApiClient, workload: dict[str, Any], reason: str = "Pending") -> list[str]:
+    """The messages of the Events Kueue posted about a Workload for `reason`, oldest first: one "Pending"
+    Event per scheduling cycle that did not admit it, with that cycle's QuotaReserved message."""
+    meta = workload["metadata"]
+    resp = client.CoreV1Api(api).list_namespaced_event(
+        meta["namespace"], field_selector=f"involvedObject.kind=Workload,involvedObject.name={meta['name']},"
+        f"reason={reason}", _preload_content=False)
+    items = json.loads(resp.data)["items"]
+    return [e["message"] for e in sorted(items, key=lambda e: e.get("eventTime") or e.get("firstTimestamp") or "")]
+

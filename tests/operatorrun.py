@@ -17,15 +17,17 @@ from topolabel.operator.handlers import Operator
 from topolabel.operator.settings import RunOptions
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
-    """Poll `check` until it returns something true; fail naming `what` after `timeout` seconds."""
+def wait_until(check: Callable[[], Any], timeout: float, what: str | Callable[[], str], every: float = 0.1) -> Any:
+    """Poll `check` until it returns something true; fail naming `what` after `timeout` seconds (a callable
+    `what` is asked then, so the failure can say what was seen meanwhile)."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {value!r})")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {said} (last: {value!r})")
         time.sleep(every)
 
 

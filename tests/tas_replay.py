@@ -77,7 +77,8 @@ def _create_nodes(core: client.CoreV1Api, nodes: list[dict[str, Any]]) -> None:
         core.patch_node_status(n["metadata"]["name"], {"status": status})
 
 
-def _create_pods(core: client.CoreV1Api, pods: list[dict[str, Any]]) -> None:
+def create_pods(core: client.CoreV1Api, pods: list[dict[str, Any]]) -> None:
+    """Pods as given; those with a nodeName are bound there, and take the phase their status names."""
     for p in pods:
         body = copy.deepcopy({k: v for k, v in p.items() if k != "status"})
         for c in body["spec"]["containers"]:
@@ -99,7 +100,8 @@ def _create_kueue(custom: client.CustomObjectsApi, objects: list[dict[str, Any]]
             custom.create_cluster_custom_object(GROUP, VERSION, KIND_PLURALS[obj["kind"]], obj)
 
 
-def _cq_active(custom: client.CustomObjectsApi, name: str) -> bool:
+def cq_active(custom: client.CustomObjectsApi, name: str) -> bool:
+    """The ClusterQueue says it can admit workloads (Kueue found its flavors and Topologies)."""
     cq = custom.get_cluster_custom_object(GROUP, VERSION, "clusterqueues", name)
     return any(c["type"] == "Active" and c["status"] == "True" for c in (cq.get("status") or {}).get("conditions") or [])
 
@@ -136,10 +138,10 @@ def replay(api: client.ApiClient, sc: Scenario, settle: float = 1.0, pending_for
     namespace = sc.job["metadata"]["namespace"]
     core.create_namespace({"metadata": {"name": namespace}})
     _create_nodes(core, sc.nodes)
-    _create_pods(core, sc.pods)
+    create_pods(core, sc.pods)
     _create_kueue(custom, sc.kueue)
     cq = next(o["metadata"]["name"] for o in sc.kueue if o["kind"] == "ClusterQueue")
-    wait_until(lambda: _cq_active(custom, cq), 60, f"ClusterQueue {cq} active")
+    wait_until(lambda: cq_active(custom, cq), 60, f"ClusterQueue {cq} active")
     time.sleep(settle)  # Kueue's caches follow nodes and pods by watch; give them a moment
     owner = _create_job(api, sc.job)
     messages: list[str] = []

@@ -3,9 +3,9 @@ identity: a ServiceAccount token bound to a Pod on the node (TokenRequest with a
 the server turns into the user system:serviceaccount:topolabel-agent:topolabel-agent with the pod's node in
 userInfo.extra["authentication.kubernetes.io/node-name"], exactly as a kubelet-mounted token in the DaemonSet.
 
-The agent may patch its own Node's three annotations (lldp-neighbors, gpu-clique, ib-node-guids), also where
-the operator's patches (same Python client, so the same field manager) own other fields; every other change is
-denied (403) with the policy's message.
+The agent may patch its own Node's three annotations (lldp-neighbors, gpu-clique, ib-node-guids) under its own
+field manager, `topolabel-agent`, also where the operator's patches own other fields; every other change,
+including one that would touch another manager's managedFields entry, is denied (403) with the policy's message.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ pytestmark = pytest.mark.slow
 AGENT = ROOT / "manifests" / "agent"
 POLICY = yaml.safe_load((AGENT / "admission-policy.yaml").read_text().split("\n---\n")[0])
 SA = yaml.safe_load((AGENT / "serviceaccount.yaml").read_text())["metadata"]
+AGENT_MANAGER = "topolabel-agent"  # the field manager the agent patches under (topolabel/commands/agent.py)
 KEYS = ("topolabel.dev/lldp-neighbors", "topolabel.dev/gpu-clique", "topolabel.dev/ib-node-guids")
 IB_GUIDS = KEYS[2]
 DENIED = f"ValidatingAdmissionPolicy '{POLICY['metadata']['name']}'"
@@ -38,7 +39,7 @@ def policy_message(index: int) -> str:
     return POLICY["spec"]["validations"][index]["message"]
 
 
-MANAGED_FIELDS = len(POLICY["spec"]["validations"]) - 1  # the last rule
+SIZES, LABELS_SPEC, OTHER_MANAGERS = 3, 4, 5  # the policy's rules, by position (6: tests/test_lldp_manifests.py)
 
 
 @pytest.fixture
@@ -69,13 +70,16 @@ def agent(kube: KubeCluster) -> Iterator[client.CoreV1Api]:  # noqa: F811
         kube.kubectl("delete", "pods", "--all", "-n", SA["namespace"], "--wait=false")
 
 
-def patch(agent: client.CoreV1Api, name: str, body: dict[str, Any], dry_run: bool = False) -> Any:
-    return agent.patch_node(name, body, _content_type=MERGE_PATCH, dry_run="All" if dry_run else None)
+def patch(agent: client.CoreV1Api, name: str, body: dict[str, Any], dry_run: bool = False,
+          manager: str = AGENT_MANAGER) -> Any:
+    """A merge patch as the agent sends it, under its own field manager."""
+    return agent.patch_node(name, body, _content_type=MERGE_PATCH, dry_run="All" if dry_run else None,
+                            field_manager=manager)
 
 
-def denial(agent: client.CoreV1Api, name: str, body: dict[str, Any]) -> str:
+def denial(agent: client.CoreV1Api, name: str, body: dict[str, Any], manager: str | None = AGENT_MANAGER) -> str:
     with pytest.raises(ApiException) as denied:
-        patch(agent, name, body)
+        patch(agent, name, body, manager=manager)
     assert denied.value.status == 403, denied.value.body  # the policy's reason: Forbidden
     return json.loads(denied.value.body)["message"]
 
@@ -117,7 +121,7 @@ def test_the_server_type_checks_the_policy_without_warnings(agent: client.CoreV1
 
 def test_the_agent_patches_its_own_nodes_three_annotations(agent: client.CoreV1Api, kube: KubeCluster) -> None:  # noqa: F811
     wait_for_policy(agent)
-    # the operator labelled the node first, with the same client library: one managedFields entry for both
+    # the operator labelled the node first (its own managedFields entry, which the agent's patches leave alone)
     patch_node(kube.api(), OWN, {"metadata": {"labels": {"topolabel.dev/rack": "r1"},
                                               "annotations": {"topolabel.dev/managed-labels": "rack"}}})
     guids = "0" * 4096  # the policy's bound, exactly
@@ -129,23 +133,33 @@ def test_the_agent_patches_its_own_nodes_three_annotations(agent: client.CoreV1A
     assert KEYS[1] not in annotations(kube, OWN)
 
 
-@pytest.mark.parametrize("what, name, body, rule", [
-    ("another node", OTHER, {"metadata": {"annotations": {KEYS[0]: "{}"}}}, 1),
-    ("its own labels", OWN, {"metadata": {"labels": {"topolabel.dev/rack": "r1"}}}, 4),
-    ("HCA GUIDs over 4096 characters", OWN, {"metadata": {"annotations": {IB_GUIDS: "0" * 4097}}}, 3),
-    ("another annotation key", OWN, {"metadata": {"annotations": {"example.com/keep": "changed"}}}, 2),
-    ("a new annotation key", OWN, {"metadata": {"annotations": {"topolabel.dev/other": "x"}}}, 2),
-    ("its taints", OWN, {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}, 4),
-    ("managedFields wiped", OWN, {"metadata": {"managedFields": [{}]}}, MANAGED_FIELDS),
+@pytest.mark.parametrize("what, name, body, rule, manager", [
+    ("another node", OTHER, {"metadata": {"annotations": {KEYS[0]: "{}"}}}, 1, AGENT_MANAGER),
+    ("its own labels", OWN, {"metadata": {"labels": {"topolabel.dev/rack": "r1"}}}, LABELS_SPEC, AGENT_MANAGER),
+    ("HCA GUIDs over 4096 characters", OWN, {"metadata": {"annotations": {IB_GUIDS: "0" * 4097}}}, SIZES,
+     AGENT_MANAGER),
+    ("an NVLink domain over 63 characters", OWN, {"metadata": {"annotations": {KEYS[1]: "c" * 64}}}, SIZES,
+     AGENT_MANAGER),
+    ("another annotation key", OWN, {"metadata": {"annotations": {"example.com/keep": "changed"}}}, 2,
+     AGENT_MANAGER),
+    ("a new annotation key", OWN, {"metadata": {"annotations": {"topolabel.dev/other": "x"}}}, 2, AGENT_MANAGER),
+    ("its taints", OWN, {"spec": {"taints": [{"key": "x", "effect": "NoSchedule"}]}}, LABELS_SPEC, AGENT_MANAGER),
+    ("managedFields wiped", OWN, {"metadata": {"managedFields": [{}]}}, OTHER_MANAGERS, AGENT_MANAGER),
     ("managedFields forged", OWN, {"metadata": {"managedFields": [{
         "manager": "kubelet", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
-        "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/hostname": {}}}}}]}}, MANAGED_FIELDS),
+        "fieldsV1": {"f:metadata": {"f:labels": {"f:kubernetes.io/hostname": {}}}}}]}}, OTHER_MANAGERS,
+     AGENT_MANAGER),
+    # its own annotation, but under the manager of the admin's Python client, whose entry it would change
+    ("the admin client's field manager", OWN, {"metadata": {"annotations": {KEYS[0]: "{}"}}}, OTHER_MANAGERS,
+     None),
 ])
 def test_the_agent_is_denied_with_the_policys_message(agent: client.CoreV1Api, kube: KubeCluster, what: str,  # noqa: F811
-                                                     name: str, body: dict, rule: int) -> None:
+                                                     name: str, body: dict, rule: int, manager: str | None) -> None:
     wait_for_policy(agent)
+    if manager is None:  # the admin's client (same library, so the same default manager) owns fields first
+        patch_node(kube.api(), name, {"metadata": {"annotations": {"topolabel.dev/managed-labels": "rack"}}})
     before = json.loads(kube.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]
-    message = denial(agent, name, body)
+    message = denial(agent, name, body, manager)
     assert DENIED in message, what
     if rule == 1:
         assert f"the topolabel agent may only change the Node it runs on ({OWN}), not {OTHER}" in message

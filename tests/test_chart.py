@@ -17,10 +17,13 @@ import pytest
 import yaml
 
 from hack import chart_schema
-from labeler.config import Config
 from hack.image import CACHE, project_version
+from labeler.config import Config
+from providers.infiniband import DEFAULT_NAMESPACE, InfinibandOptions
 from tests.conftest import ROOT, skip_or_fail
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
+from topolabel.cli import parser
+from topolabel.ibcollector import parse_fabric_names
 
 CHART = ROOT / "charts" / "topolabel"
 MANIFESTS = ROOT / "manifests"
@@ -144,13 +147,19 @@ def kustomize(cluster: KubeCluster, *directories: Path) -> list[dict[str, Any]]:
     return [d for d in docs if not (d["kind"] == "Namespace" and d["metadata"]["name"] == NAMESPACE)]
 
 
+# Kustomizations on top of manifests/, and the values that render the same with the chart
+PARTS = {"operator": ((), ()), "with-agent": (("agent",), ("agent",)),
+         "with-ib-collector": (("ib-collector",), ("agent", "ibCollector"))}  # manifests/ib-collector has ../agent
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", [False, True], ids=["operator", "with-agent"])
+@pytest.mark.parametrize("part", PARTS)
 def test_default_values_render_what_kustomize_does(helm: Any, kube_cluster: KubeCluster,  # noqa: F811
-                                                   agent: bool) -> None:
-    directories = [MANIFESTS, MANIFESTS / "agent"] if agent else [MANIFESTS]
-    from_kustomize = comparable(kustomize(kube_cluster, *directories))
-    from_chart = comparable(template(helm, "--include-crds", *(["--set", "agent.enabled=true"] if agent else [])))
+                                                   part: str) -> None:
+    directories, enabled = PARTS[part]
+    from_kustomize = comparable(kustomize(kube_cluster, MANIFESTS, *(MANIFESTS / d for d in directories)))
+    sets = [a for value in enabled for a in ("--set", f"{value}.enabled=true")]
+    from_chart = comparable(template(helm, "--include-crds", *sets))
     assert sorted(from_chart) == sorted(from_kustomize)
     for key, obj in from_kustomize.items():
         assert from_chart[key] == obj, key
@@ -158,8 +167,8 @@ def test_default_values_render_what_kustomize_does(helm: Any, kube_cluster: Kube
 
 @pytest.mark.slow
 def test_one_image_setting_names_every_container(helm: Any, kube_cluster: KubeCluster) -> None:  # noqa: F811
-    rendered = template(helm, "--set", "agent.enabled=true", "--set", "image.repository=r.example/tl",
-                        "--set", "image.tag=9.9")
+    rendered = template(helm, "--set", "agent.enabled=true", "--set", "ibCollector.enabled=true",
+                        "--set", "image.repository=r.example/tl", "--set", "image.tag=9.9")
     assert set(container_images(rendered)) == {"r.example/tl:9.9"}
     for directory in KUSTOMIZATIONS:
         image = yaml.safe_load((directory / "kustomization.yaml").read_text())["images"][0]
@@ -191,7 +200,8 @@ def chart_cluster(kube: KubeCluster) -> KubeCluster:  # noqa: F811
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["default", *VARIANTS])
 def test_variant_passes_a_server_side_dry_run(helm: Any, chart_cluster: KubeCluster, variant: str) -> None:
-    extra = [] if serves(chart_cluster, VAP) else ["--set", "agent.admissionPolicy.enabled=false"]
+    extra = [] if serves(chart_cluster, VAP) else [a for v in ("agent", "ibCollector")
+                                                   for a in ("--set", f"{v}.admissionPolicy.enabled=false")]
     rendered = template(helm, *values(variant), *extra)
     out = chart_cluster.kubectl("apply", "--dry-run=server", "-f", "-",
                                 input=yaml.safe_dump_all(rendered)).stdout
@@ -201,21 +211,26 @@ def test_variant_passes_a_server_side_dry_run(helm: Any, chart_cluster: KubeClus
     expected = {"default": set(), "config-values.yaml": {"TopologyLabeler"},
                 "monitoring-values.yaml": {"ServiceMonitor", "NetworkPolicy"},
                 "agent-values.yaml": {"DaemonSet", "TopologyLabeler"}
+                | ({"ValidatingAdmissionPolicy"} if not extra else set()),
+                "ib-collector-values.yaml": {"Namespace", "Deployment", "Role", "RoleBinding"}
                 | ({"ValidatingAdmissionPolicy"} if not extra else set())}
     assert expected[variant] <= kinds
 
 
 @pytest.mark.slow
-def test_the_admission_policy_is_refused_where_the_cluster_lacks_it(helm: Any, chart_cluster: KubeCluster) -> None:
-    """On a cluster without ValidatingAdmissionPolicy (< 1.30) the agent needs an explicit opt-out."""
+@pytest.mark.parametrize("part", ["agent", "ibCollector"])
+def test_the_admission_policy_is_refused_where_the_cluster_lacks_it(helm: Any, chart_cluster: KubeCluster,
+                                                                    part: str) -> None:
+    """On a cluster without ValidatingAdmissionPolicy (< 1.30) the agent and the collector need an explicit
+    opt-out."""
     name = f"tl-{uuid.uuid4().hex[:6]}"
     result = helm("install", name, str(CHART), "--namespace", NAMESPACE, "--dry-run=server",
                   "--kubeconfig", str(chart_cluster.kubeconfig), "--set", f"fullnameOverride={name}",
-                  "--set", "agent.enabled=true", "--set", f"agent.namespace={name}-agent", check=False)
+                  "--set", f"{part}.enabled=true", "--set", f"agent.namespace={name}-agent", check=False)
     if serves(chart_cluster, VAP):
         assert result.returncode == 0, result.stderr
     else:
-        assert result.returncode != 0 and "agent.admissionPolicy.enabled=false" in result.stderr
+        assert result.returncode != 0 and f"{part}.admissionPolicy.enabled=false" in result.stderr
 
 
 @pytest.mark.slow
@@ -240,5 +255,76 @@ def test_install_creates_every_object(helm: Any, chart_cluster: KubeCluster, tmp
         labeler = json.loads(chart_cluster.kubectl("get", "topologylabeler", "default", "-o", "json").stdout)
         # config-values.yaml comes after agent-values.yaml and sets every key the latter does
         assert labeler["spec"] == yaml.safe_load((CHART / "ci" / "config-values.yaml").read_text())["config"]
+        collector_may_only_write_its_own_objects(chart_cluster, name)
     finally:
         helm("uninstall", name, "--namespace", name, "--kubeconfig", str(chart_cluster.kubeconfig), check=False)
+
+
+def collector_may_only_write_its_own_objects(cluster: KubeCluster, name: str) -> None:  # noqa: F811
+    """The installed collector (release `name`) may write Leases and ConfigMaps in its namespace alone, the
+    renamed admission policy keeps it to topolabel-ib-* names, and the operator reads what it publishes."""
+    namespace, collector = f"{name}-agent", f"system:serviceaccount:{name}-agent:{name}-ib-collector"
+
+    def can(user: str, verb: str, resource: str, where: str = namespace) -> bool:
+        result = cluster.kubectl("auth", "can-i", verb, resource, "-n", where, "--as", user, check=False)
+        return result.stdout.strip() == "yes"
+
+    assert can(collector, "create", "leases.coordination.k8s.io") and can(collector, "delete", "configmaps")
+    assert not can(collector, "list", "configmaps") and not can(collector, "create", "configmaps", "default")
+    operator = f"system:serviceaccount:{name}:{name}"
+    assert can(operator, "list", "configmaps") and not can(operator, "create", "configmaps")
+    if not serves(cluster, VAP):
+        return
+    labels = {"app.kubernetes.io/managed-by": "topolabel"}
+    for cm, allowed in ((f"topolabel-ib-{name}", True), (f"{name}-other", False)):
+        doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm, "namespace": namespace,
+                                                                     "labels": labels}}
+        result = cluster.kubectl("create", "--dry-run=server", "--as", collector, "-f", "-",
+                                 input=json.dumps(doc), check=False)
+        assert (result.returncode == 0) == allowed, result.stderr
+        if not allowed:
+            assert "may only write ConfigMaps and Leases named topolabel-ib-*" in result.stderr
+
+
+@pytest.mark.slow
+def test_the_collector_runs_what_the_cli_accepts(helm: Any) -> None:
+    """The collector's command and the operator's infiniband flags, rendered from ci/ib-collector-values.yaml,
+    parse as `topolabel` parses them; the operator looks where the chart's collector publishes."""
+    variant = yaml.safe_load((CHART / "ci" / "ib-collector-values.yaml").read_text())
+    rendered = template(helm, *values("ib-collector-values.yaml"), "--set", "agent.namespace=fabrics")
+    deployments = {d["metadata"]["name"]: d for d in rendered if d["kind"] == "Deployment"}
+    pod = deployments["topolabel-ib-collector"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    args = parser().parse_args(container["command"][1:])
+    assert args.ib_collector and args.ib_fabric == variant["ibCollector"]["fabrics"] and args.interval == 600
+    assert list(parse_fabric_names(args.ib_fabric)) == ["compute", "storage"]
+    assert container["securityContext"] == {"runAsUser": 0, "privileged": True, "readOnlyRootFilesystem": True}
+    assert "rdma/rdma_shared_device_a" not in container["resources"]["limits"] and pod["hostNetwork"] is True
+    assert pod["nodeSelector"] == {"node-role.example.com/infiniband": "true"}   # the default's key dropped
+    assert deployments["topolabel-ib-collector"]["metadata"]["namespace"] == "fabrics"
+    [operator] = deployments["topolabel"]["spec"]["template"]["spec"]["containers"]
+    flags = parser().parse_args(operator["args"])
+    options = InfinibandOptions(**{k: v for k, v in vars(flags).items()
+                                   if k in InfinibandOptions.model_fields and v is not None})
+    assert flags.source == "infiniband" and options.ib_fabric == "compute" and options.ib_namespace == "fabrics"
+    assert options.ib_max_age == 3600 and options.hca_pattern == "^mlx5_[0-7]$"
+    # the collector's default namespace is where the operator looks by default: no flag needed
+    assert yaml.safe_load((CHART / "values.yaml").read_text())["agent"]["namespace"] == DEFAULT_NAMESPACE
+    [operator] = next(d for d in template(helm, "--set", "ibCollector.enabled=true")
+                      if d["kind"] == "Deployment" and d["metadata"]["name"] == "topolabel")["spec"]["template"][
+        "spec"]["containers"]
+    assert parser().parse_args(operator["args"]).ib_namespace is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting, error", [
+    ("ibCollector.replicas=two", "/ibCollector/replicas"),
+    ("ibCollector.fabrics[0]=Compute=^mlx5_0$", "/ibCollector/fabrics/0"),
+    ("ibCollector.fabrics[0]=compute", "/ibCollector/fabrics/0"),
+    ("operator.infiniband.fabric=compute=^mlx5", "/operator/infiniband/fabric"),
+    ("ibCollector.privilegd=true", "'privilegd' not allowed"),
+])
+def test_the_values_schema_refuses_a_bad_collector_value(helm: Any, setting: str, error: str) -> None:
+    flag = "--set-string" if setting.startswith("ibCollector.replicas") else "--set"
+    result = helm("lint", str(CHART), "--set", "ibCollector.enabled=true", flag, setting, check=False)
+    assert result.returncode != 0 and error in result.stdout, result.stdout

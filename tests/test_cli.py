@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.model import Snapshot
 from labeler.nodes import parse_nodes
+from labeler.placement import snapshot_from_dict
 from labeler.plan import make_plan
 from tests.conftest import EXAMPLES
 from topolabel.cli import main, parser as cli_parser
@@ -80,11 +80,15 @@ def test_stream_to_stdout(capsys) -> None:
     ({"n.yaml": "kind: Pod\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
      "n.yaml: expected a NodeList"),
     ({"n.yaml": "items: [\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
-     "n.yaml: not valid YAML: line 2, column 1: expected the node content"),
+     "n.yaml: not valid YAML: line 2, column 1: did not find expected node content"),
     ({}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "missing.yaml"], "missing.yaml: cannot read"),
     ({"s.json": "{\"levels\": []}"}, ["plan", "--snapshot", "s.json", "--nodes", str(EXAMPLES / "nodes.yaml")],
      "s.json: 'levels' must be a non-empty list"),
     ({}, ["discover", "--nodes", str(EXAMPLES / "nodes.yaml")], "no source: give --source"),
+    ({"s.json": json.dumps({"levels": [{"name": "host", "label": "kubernetes.io/hostname"}],
+                            "nodes": {"gke-a3-b00-s00-n000": {"host": "evil"}}})},
+     ["plan", "--snapshot", "s.json", "--nodes", str(EXAMPLES / "nodes.yaml")],
+     "s.json: label key 'kubernetes.io/hostname' for level 'host' belongs to Kubernetes"),
 ])
 def test_errors_are_one_clear_line(tmp_path: Path, files: dict, args: list, fragment: str, monkeypatch) -> None:
     for name, text in files.items():
@@ -97,6 +101,20 @@ def test_errors_are_one_clear_line(tmp_path: Path, files: dict, args: list, frag
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_joining_rack_whose_name_collides_leaves_the_labelled_rack_alone(tmp_path: Path, capsys) -> None:
+    managed = {"topolabel.dev/managed-labels": "topolabel.dev/rack"}
+    items = [{"kind": "Node", "metadata": {"name": f"a{i}", "labels": {"topolabel.dev/rack": "rack-1"},
+                                           "annotations": managed}} for i in range(3)]
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump({"items": [*items, {"kind": "Node", "metadata": {"name": "new"}}]}))
+    inventory = tmp_path / "inv.yaml"
+    inventory.write_text("levels: [rack]\nhosts:\n" + "".join(f"  - {{node: a{i}, rack: rack-1}}\n" for i in range(3))
+                         + "  - {node: new, rack: rack 1}\n")
+    assert main(["plan", "--source", "inventory", "--inventory", str(inventory), "--nodes", str(nodes), "-o", "json"]) == 0
+    changes = json.loads(capsys.readouterr().out)["changes"]
+    assert [c["node"] for c in changes] == ["new"] and changes[0]["set"]["topolabel.dev/rack"].startswith("rack-1-")
+
+
 def test_help_has_examples() -> None:
     result = topolabel("kueue", "--help")
     assert result.returncode == 0 and "--check" in result.stdout and "examples:" in result.stdout
@@ -104,7 +122,7 @@ def test_help_has_examples() -> None:
 
 def applied(items: list[dict], snap_file: Path) -> list[dict]:
     """The nodes as they are once `topolabel apply` has written the snapshot's plan (each merge patch merged)."""
-    plan = make_plan(Snapshot.from_dict(json.loads(snap_file.read_text()), "snap"), parse_nodes(items, "nodes"))
+    plan = make_plan(snapshot_from_dict(json.loads(snap_file.read_text()), "snap"), parse_nodes(items, "nodes"))
     patches = {c.node: c.patch()["metadata"] for c in plan.changes}
     out = []
     for item in items:

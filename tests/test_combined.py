@@ -57,23 +57,36 @@ def test_nvlink_domain_becomes_its_own_level(tmp_path: Path) -> None:
     assert snap.nodes["h100-0"]["nvlink"] == "h100-0" and snap.nodes["h100-1"]["nvlink"] == "h100-1"
 
 
-def test_split_domain_is_reported_with_orders_that_nest(tmp_path: Path) -> None:
-    with pytest.raises(TopologyError) as err:
-        run(config(tmp_path), nodes(split=True))
-    message = str(err.value)
-    assert "nvlink '7f3c9a1e-uuid.c1' sits under more than one leaf" in message
-    assert "'leaf-01' (node gb-r1-t0)" in message and "'leaf-02' (node gb-r2-t3)" in message
-    # leaf-02 now holds trays of two domains, so no order of all three levels nests
-    assert "No order of all levels nests; without one level: block > nvlink; block > leaf" in message
+def test_a_node_claiming_another_racks_nvlink_domain_is_a_problem_for_itself_alone(tmp_path: Path) -> None:
+    snap = run(config(tmp_path), nodes(split=True))  # gb-r2-t3 claims rack 1's clique; the fabric says rack 2
+    assert "gb-r2-t3" not in snap.nodes and len(snap.nodes) == 9
+    assert {snap.nodes[f"gb-r1-t{i}"]["nvlink"] for i in range(4)} == {"7f3c9a1e-uuid.c1"}
+    assert {snap.nodes[f"gb-r2-t{i}"]["nvlink"] for i in range(3)} == {"7f3c9a1e-uuid.c2"}
+    (claim,) = [p for p in snap.problems if p.node == "gb-r2-t3"]
+    assert ("its nvlink '7f3c9a1e-uuid.c1' sits under leaf 'leaf-02', but the nvlink's other nodes under leaf-01; "
+            "not corroborated") in claim.message
+    # leaf-02 held trays of two domains, so no order of all three levels nests: said once, for the source
+    assert any(p.node is None and "No order of all levels nests; without one level: block > nvlink; block > leaf"
+               in p.message for p in snap.problems)
 
 
-def test_domain_spanning_whole_leaves_suggests_the_order_that_nests(tmp_path: Path) -> None:
+def test_a_domain_spanning_whole_leaves_is_left_out_with_the_order_that_nests(tmp_path: Path) -> None:
     # (without the H100 nodes: their one-node NVLink domains cannot sit above their shared leaf)
     cluster = [Node(n.name, labels={CLIQUE: "7f3c9a1e-uuid.c1"}) for n in nodes() if n.name.startswith("gb-")]
-    with pytest.raises(TopologyError, match="Orders that nest: block > nvlink > leaf"):
-        run(config(tmp_path), cluster)
+    snap = run(config(tmp_path), cluster)  # no leaf holds a majority of the domain: no node is corroborated
+    assert snap.nodes == {} and {p.node for p in snap.problems if p.node} == {n.name for n in cluster}
+    assert any("Orders that nest: block > nvlink > leaf" in p.message for p in snap.problems if p.node is None)
     snap = run(config(tmp_path, order=["block", "nvlink", "leaf"]), cluster)
     assert snap.nodes["gb-r1-t0"]["nvlink"] == snap.nodes["gb-r2-t0"]["nvlink"]
+
+
+def test_fabric_levels_that_do_not_nest_still_fail_the_source(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("levels: [block, leaf]\nhosts:\n  - {node: a, block: b1, leaf: l1}\n  - {node: b, block: b2, leaf: l1}\n")
+    cfg = {"source": {"type": "combined", "sources": [{"type": "inventory", "inventory": str(inv)},
+                                                        {"type": "labels", "preset": "nvlink", "missing": "node"}]}}
+    with pytest.raises(TopologyError, match="leaf 'l1' sits under more than one block"):
+        run(cfg, [Node("a", labels={CLIQUE: "c1"}), Node("b")])
 
 
 def test_missing_problem_leaves_the_node_unplaced(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from exporters.slurm import NameRule, SlurmOptions, block_sizes_problem, export_
 from exporters.volcano import hypernodes
 from labeler.config import KueueConfig
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Snapshot
-from labeler.placement import level_keys, pad_depths, to_snapshot
+from labeler.model import Discovery, Level, Snapshot
+from labeler.placement import level_keys, pad_depths, snapshot_from_dict, to_snapshot
 from tests.conftest import EXAMPLES, SHARED
 from tests.crdschema import validate
 from tests.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf
@@ -68,7 +68,7 @@ def labels_snapshot() -> Snapshot:
     """What `topolabel discover --config examples/topolabel.yaml --nodes examples/nodes.yaml -o json` prints."""
     out = _cli(["discover", "--config", str(EXAMPLES / "topolabel.yaml"), "--nodes", str(EXAMPLES / "nodes.yaml"),
                 "-o", "json"])
-    return Snapshot.from_dict(json.loads(out))
+    return snapshot_from_dict(json.loads(out))
 
 
 def _cli(argv: list[str]) -> str:
@@ -234,8 +234,7 @@ def test_long_names_stay_within_slurm_limits() -> None:
 
 
 def test_bad_snapshots_are_refused() -> None:
-    snap = Snapshot.from_dict({"levels": [{"name": "a", "label": "x/a"}, {"name": "b", "label": "x/b"}],
-                               "nodes": {"n1": {"a": "p", "b": "q"}, "n2": {"a": "r", "b": "q"}}})
+    snap = Snapshot((Level("a", "x/a"), Level("b", "x/b")), {"n1": {"a": "p", "b": "q"}, "n2": {"a": "r", "b": "q"}})
     with pytest.raises(TopologyError, match="not a tree"):
         export_slurm(snap)
     with pytest.raises(TopologyError, match="--block-level 'rack' is not a level"):
@@ -245,7 +244,7 @@ def test_bad_snapshots_are_refused() -> None:
         export_slurm(two)
     assert check_tree_conf(export_slurm(two, SlurmOptions(root="top")).text, ["n1", "n2", "n3"]).errors == []
     with pytest.raises(TopologyError, match="no node"):
-        export_slurm(Snapshot.from_dict({"levels": [{"name": "a", "label": "x/a"}], "nodes": {}}))
+        export_slurm(Snapshot((Level("a", "x/a"),)))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -339,6 +338,6 @@ def test_cli_objects(snapshot_file: Path, tmp_path: Path, capsys: pytest.Capture
         assert main(["export", "kai", "--snapshot", str(snapshot_file), "--config", str(config),
                      "--output-dir", str(out)]) == 0
     files = sorted(p.name for p in out.iterdir())
-    assert len(files) == 2 and files[0] == "kustomization.yaml" and files[1].startswith("topology-gke-")
-    assert validate(yaml.safe_load((out / files[1]).read_text()), KAI_CRD) == []
+    assert len(files) == 2 and files[0].startswith("kai-topology-gke-") and files[1] == "kustomization.yaml"
+    assert validate(yaml.safe_load((out / files[0]).read_text()), KAI_CRD) == []
     assert "1 object(s) written" in capsys.readouterr().err

@@ -45,3 +45,11 @@ def test_failures_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(SourceError, match=r"tool: exit 3: ibwarn: cannot open umad port \(is it up\?\)$"):
         run_tool([str(script)], 5, missing="x", failed="is it up?")
     assert run_tool(["echo", "fabric"], 5, missing="x") == "fabric\n"
+
+
+def test_a_file_that_cannot_run_and_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    not_executable = tmp_path / "data.txt"
+    not_executable.write_text("x")
+    with pytest.raises(SourceError, match=r"data.txt: cannot run: Permission denied$"):
+        run_tool([str(not_executable)], 5, missing="-")
+    assert run_tool(["printf", "caf\\351\\n"], 5, missing="-") == "caf\ufffd\n"

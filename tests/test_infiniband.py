@@ -13,8 +13,8 @@ from labeler.errors import SourceError
 from labeler.model import Snapshot
 from labeler.nodes import Node
 from providers.base import SourceContext
-from providers.infiniband import discover as ib_discover
-from providers.infiniband.hosts import describe, guid_map_from
+from providers.infiniband import ANNOTATION, discover as ib_discover
+from providers.infiniband.hosts import GuidMap, add_annotations, describe, guid_map_from
 from providers.infiniband.names import group_name, switch_label, switch_names, unique_names
 from providers.infiniband.parse import parse_guid, parse_ibnetdiscover, parse_node_name_map, parse_rate
 from providers.infiniband.tiers import leaf_groups
@@ -262,3 +262,11 @@ def test_leaf_groups_by_majority() -> None:
     assert groups.split == {"miscabled": Counter({1: 3, 5: 1})} and groups.merged == {}
     storage = {h: c + Counter({9: 1}) for h, c in links.items()}  # every host also on one storage leaf
     assert leaf_groups(storage).merged == {1: 2}
+
+
+def test_a_guid_annotation_beyond_its_size_limit_is_an_error_for_that_node() -> None:
+    guids = GuidMap()
+    add_annotations(guids, [Node("ok", annotations={ANNOTATION: "mlx5_0=0x2c90300005670"}),
+                            Node("huge", annotations={ANNOTATION: "mlx5_0=0x1," * 1000})])
+    assert set(guids.owners) == {0x2C90300005670}
+    assert [(node, "4096" in why) for node, why in guids.errors] == [("huge", True)]

@@ -58,6 +58,11 @@ def test_csv(tmp_path: Path) -> None:
     ("bad.yaml", "levels: [a]\nhosts:\n  - {node: x, pattern: y, a: 1}\n", "exactly one of 'node' or 'pattern'"),
     ("bad.yaml", "levels: [a\n", "not valid YAML"),
     ("bad.csv", "node,block\nx\n", "row 2 must have 2 non-empty cells"),
+    ("bad.csv", "node,block\nx,\"" + "a" * 200_000 + "\"\n", "not valid CSV: field larger than field limit"),
+    ("bad.yaml", 'levels: [a]\nlocalNames: "false"\nhosts: [{node: x, a: r1}]\n', "'localNames' must be true or false"),
+    ("bad.yaml", "levels: [a]\nlocalNames: no\nhosts: [{node: x, a: r1}]\n", "'localNames' must be true or false"),
+    ("bad.yaml", "levels: [a]\nhosts: [{node: x, a: [r1]}]\n", "hosts[0] has no value for level(s) a"),
+    ("bad.yaml", "levels: [a]\nhosts: [{node: x, a: true}]\n", "hosts[0] has no value for level(s) a"),
 ])
 def test_bad_files_name_file_and_problem(tmp_path: Path, name: str, text: str, fragment: str) -> None:
     with pytest.raises(SourceError) as err:
@@ -65,6 +70,15 @@ def test_bad_files_name_file_and_problem(tmp_path: Path, name: str, text: str, f
     assert str(tmp_path / name) in str(err.value) and fragment in str(err.value)
 
 
+def test_values_are_the_strings_written_not_yaml_numbers(tmp_path: Path) -> None:
+    racks = ["012", "1:30", "0x1F", "1_000", "0", "1e3", "2024-01-01"]
+    text = "levels: [rack]\nlocalNames: false\nhosts:\n" + "".join(f"  - {{node: n{i}, rack: {r}}}\n"
+                                                                   for i, r in enumerate(racks))
+    snap = place(tmp_path, text, "inv.yaml", [f"n{i}" for i in range(len(racks))])
+    assert [snap.nodes[f"n{i}"]["rack"] for i in range(len(racks))] == ["012", "1-30", "0x1F", "1_000", "0", "1e3",
+                                                                          "2024-01-01"]
+
+
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(SourceError, match="cannot read inventory"):
+    with pytest.raises(SourceError, match="none.yaml: cannot read: No such file"):
         discover(SourceContext(options={"inventory": str(tmp_path / "none.yaml")}))

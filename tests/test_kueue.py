@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from hack.synth import B200, H100, gke_cluster
-from kueue_config.files import diff, read_dir, render, superseded, write_dir
+from kueue_config.files import diff, header, read_dir, render
 from kueue_config.objects import generate
 from kueue_config.quantities import format_quantity, parse
 from labeler.config import parse_config
-from labeler.errors import TopologyError
+from labeler.errors import OutputError, TopologyError
 from labeler.model import Level, Snapshot
 from labeler.names import HOSTNAME
 from labeler.nodes import parse_nodes
@@ -65,30 +65,34 @@ def test_objects(cluster) -> None:
 def test_output_is_byte_identical_and_check_catches_one_character(cluster, tmp_path: Path) -> None:
     snap, nodes = cluster
     cfg = parse_config(CONFIG, "test")
-    files = render(generate(snap, nodes, cfg).objects)
-    assert files == render(generate(snap, list(reversed(nodes)), cfg).objects)
-    write_dir(tmp_path, files, read_dir(tmp_path))
-    assert diff(read_dir(tmp_path), files) == ""
+    files = render(generate(snap, nodes, cfg).objects, "kueue")
+    assert files == render(generate(snap, list(reversed(nodes)), cfg).objects, "kueue")
+    assert all(text.startswith(header("kueue")) for text in files.values())
+    read_dir(tmp_path, "kueue").write(files)
+    again = read_dir(tmp_path, "kueue")
+    assert diff(again.current(), again.target(files)) == ""
     kustomization = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
-    assert sorted(kustomization["resources"]) == sorted(f for f in files if f != "kustomization.yaml")
+    assert sorted(kustomization["resources"]) == sorted(files)
     target = tmp_path / "clusterqueue-gpu.yaml"
     target.write_text(target.read_text().replace("nominalQuota: '64'", "nominalQuota: '65'"))
-    changes = diff(read_dir(tmp_path), files)
+    changed = read_dir(tmp_path, "kueue")
+    changes = diff(changed.current(), changed.target(files))
     assert "-        nominalQuota: '65'" in changes and "+        nominalQuota: '64'" in changes
 
 
 def test_level_change_renames_topology_and_flavors_and_reports_superseded(cluster, tmp_path: Path) -> None:
     snap, nodes = cluster
     cfg = parse_config(CONFIG, "test")
-    old = render(generate(snap, nodes, cfg).objects)
-    write_dir(tmp_path, old, {})
+    old = render(generate(snap, nodes, cfg).objects, "kueue")
+    read_dir(tmp_path, "kueue").write(old)
     fewer = Snapshot(snap.levels[:2], {n: {k: v[k] for k in ("block", "subblock")} for n, v in snap.nodes.items()})
-    new = render(generate(fewer, nodes, cfg).objects)
-    gone = superseded(read_dir(tmp_path), new)
+    new = render(generate(fewer, nodes, cfg).objects, "kueue")
+    gone = read_dir(tmp_path, "kueue").write(new)
     assert sorted(n.split("-")[0] for n in gone) == ["resourceflavor", "resourceflavor", "topology"]
     assert "clusterqueue-gpu.yaml" in new and "clusterqueue-gpu.yaml" not in gone
-    write_dir(tmp_path, new, read_dir(tmp_path))
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(new)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*new, "kustomization.yaml"])
+    assert yaml.safe_load((tmp_path / "kustomization.yaml").read_text())["resources"] == sorted(
+        new, key=lambda n: (["topology", "resourceflavor", "clusterqueue", "localqueue"].index(n.split("-")[0]), n))
     cq = yaml.safe_load(new["clusterqueue-gpu.yaml"])
     new_flavors = {f["name"] for f in cq["spec"]["resourceGroups"][0]["flavors"]}
     assert new_flavors == {yaml.safe_load(t)["metadata"]["name"] for n, t in new.items() if n.startswith("resourceflavor")}
@@ -97,9 +101,52 @@ def test_level_change_renames_topology_and_flavors_and_reports_superseded(cluste
 def test_foreign_files_in_the_directory_are_left_alone(cluster, tmp_path: Path) -> None:
     snap, nodes = cluster
     (tmp_path / "notes.yaml").write_text("kind: ConfigMap\nmetadata: {name: mine}\n")
-    files = render(generate(snap, nodes, parse_config(CONFIG, "test")).objects)
-    write_dir(tmp_path, files, read_dir(tmp_path))
-    assert (tmp_path / "notes.yaml").exists()
+    # a file carrying topolabel's managed-by label, but without the header: copied and edited by a person
+    mine = tmp_path / "clusterqueue-mine.yaml"
+    mine.write_text("kind: ClusterQueue\nmetadata: {name: mine, labels: {app.kubernetes.io/managed-by: topolabel}}\n")
+    files = render(generate(snap, nodes, parse_config(CONFIG, "test")).objects, "kueue")
+    read_dir(tmp_path, "kueue").write(files)
+    other = Snapshot(snap.levels[:1], {n: {"block": v["block"]} for n, v in snap.nodes.items()})
+    read_dir(tmp_path, "kueue").write(render(generate(other, nodes, parse_config(CONFIG, "test")).objects, "kueue"))
+    assert (tmp_path / "notes.yaml").exists() and mine.read_text().startswith("kind: ClusterQueue")
+
+
+def test_a_file_topolabel_did_not_generate_is_never_overwritten(cluster, tmp_path: Path) -> None:
+    snap, nodes = cluster
+    files = render(generate(snap, nodes, parse_config(CONFIG, "test")).objects, "kueue")
+    (tmp_path / "clusterqueue-gpu.yaml").write_text("# my own queue\n")
+    with pytest.raises(OutputError, match="clusterqueue-gpu.yaml: exists and was not generated by `topolabel kueue`"):
+        read_dir(tmp_path, "kueue").write(files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clusterqueue-gpu.yaml"]
+    assert (tmp_path / "clusterqueue-gpu.yaml").read_text() == "# my own queue\n"
+
+
+def test_a_hand_written_kustomization_is_merged_keeping_comments_and_entries(cluster, tmp_path: Path) -> None:
+    snap, nodes = cluster
+    hand = ("# ours, keep this comment\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+            "resources:\n  - namespace.yaml  # first\npatches:\n  - path: quota-patch.yaml\n")
+    (tmp_path / "kustomization.yaml").write_text(hand)
+    files = render(generate(snap, nodes, parse_config(CONFIG, "test")).objects, "kueue")
+    read_dir(tmp_path, "kueue").write(files)
+    text = (tmp_path / "kustomization.yaml").read_text()
+    assert text.startswith("# ours, keep this comment\n") and "namespace.yaml  # first" in text
+    data = yaml.safe_load(text)
+    assert data["resources"][0] == "namespace.yaml" and set(data["resources"][1:]) == set(files)
+    assert data["patches"] == [{"path": "quota-patch.yaml"}]
+    again = read_dir(tmp_path, "kueue")
+    assert diff(again.current(), again.target(files)) == ""  # a second run changes nothing
+
+
+@pytest.mark.parametrize("text", ["kind: Component\nresources: [a.yaml]\n", "resources: {a: b}\n", "- a\n",
+                                  "resources: [\n"])
+def test_a_kustomization_topolabel_cannot_merge_is_refused_and_kept(cluster, tmp_path: Path, text: str) -> None:
+    snap, nodes = cluster
+    (tmp_path / "kustomization.yaml").write_text(text)
+    files = render(generate(snap, nodes, parse_config(CONFIG, "test")).objects, "kueue")
+    with pytest.raises(OutputError, match="kustomization.yaml: "):
+        read_dir(tmp_path, "kueue").write(files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kustomization.yaml"]
+    assert (tmp_path / "kustomization.yaml").read_text() == text
 
 
 def test_nodes_without_pool_label_are_reported(cluster) -> None:

@@ -3,8 +3,8 @@
 The CEL rules in the CRDs are what refuse a Topology with kubernetes.io/hostname above the lowest level, any
 edit of a Topology's levels, and edits of a ResourceFlavor's nodeLabels, tolerations or topologyName once
 topologyName is set: they are checked here on a cluster with the CRDs and no Kueue manager, so no webhook
-can be the one refusing. Every object topolabel generates for the bundled example is then accepted by a
-cluster running Kueue (CEL and Kueue's webhooks).
+can be the one refusing. Every object topolabel generates for the bundled examples (one queue: topolabel.yaml;
+two teams in a cohort: teams.yaml) is then accepted by a cluster running Kueue (CEL and Kueue's webhooks).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from topolabel.cli import main
 from labeler.kube import MERGE_PATCH
 from tests.conftest import EXAMPLES
 from tests.kubecluster import KubeCluster, kube_cluster, kueue_cluster  # noqa: F401
+from topolabel.cli import main
 
 pytestmark = pytest.mark.slow
 GROUP, VERSION = "kueue.x-k8s.io", "v1beta2"
@@ -113,15 +113,20 @@ def test_an_immutable_flavor_field_edit_is_refused(objects: client.CustomObjects
         patch(objects, "resourceflavors", "cel-plain", {"spec": change})()
 
 
-def test_every_object_topolabel_generates_for_the_example_is_accepted(
-        kueue_cluster: KubeCluster, tmp_path: Path, capsys) -> None:  # noqa: F811
-    """Server-side dry run on a cluster running Kueue: schemas, CEL and Kueue's own webhooks all pass."""
+@pytest.mark.parametrize("config, kinds", [
+    ("topolabel.yaml", {"Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"}),
+    ("teams.yaml", {"Topology", "ResourceFlavor", "Cohort", "ClusterQueue", "LocalQueue"}),
+])
+def test_every_object_topolabel_generates_for_an_example_is_accepted(
+        kueue_cluster: KubeCluster, tmp_path: Path, capsys, config: str, kinds: set[str]) -> None:  # noqa: F811
+    """Server-side dry run on a cluster running Kueue: schemas, CEL and Kueue's own webhooks all pass, for the
+    one-queue example and for two teams' queues (a Cohort, limits, preemption, fair sharing)."""
     out = tmp_path / "kueue"
-    assert main(["kueue", "--config", str(EXAMPLES / "topolabel.yaml"), "--nodes", str(EXAMPLES / "nodes.yaml"),
+    assert main(["kueue", "--config", str(EXAMPLES / config), "--nodes", str(EXAMPLES / "nodes.yaml"),
                  "--output-dir", str(out)]) == 0
     capsys.readouterr()
     generated, applied = kueue_cluster.apply_kueue_dir(out, dry_run=True)
-    assert {o["kind"] for o in generated} == {"Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"}
+    assert {o["kind"] for o in generated} == kinds
     for obj in generated:
         assert f"{obj['kind'].lower()}.kueue.x-k8s.io/{obj['metadata']['name']} serverside-applied (server dry run)" \
             in applied, applied

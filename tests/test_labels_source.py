@@ -97,6 +97,13 @@ def test_bad_options_name_the_problem(options: dict, fragment: str) -> None:
         run([node("n")], **options)
 
 
+def test_the_agents_clique_annotation_counts_only_when_it_is_a_label_value() -> None:
+    clique = "topolabel.dev/gpu-clique"
+    nodes = [Node("a", annotations={clique: "uuid.1"}), Node("b", annotations={clique: "uuid.1"}),
+             Node("huge", annotations={clique: "uuid.1" + "x" * 100_000}), Node("odd", annotations={clique: "a b"})]
+    found, snap = run(nodes, preset="nvlink")
+    assert snap.nodes == {"a": {"nvlink": "uuid.1"}, "b": {"nvlink": "uuid.1"}}
+    assert {p.node for p in found.problems} == {"huge", "odd"}
 def test_a_node_missing_only_a_coarser_key_is_not_said_to_have_none() -> None:
     k = "topology.k8s.aws/network-node-layer-"
     _, snap = run([node("ok", **{k + "1": "a", k + "2": "b", k + "3": "c"}),

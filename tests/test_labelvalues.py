@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from labeler.labelvalues import MAX_VALUE, is_valid_value, key_problems, readable, short_hash, to_value, unique_values
+from labeler.labelvalues import (MAX_VALUE, foreign_owner, is_valid_value, key_problems, level_key_problems, readable,
+                                 short_hash, to_value, unique_values)
 
 
 @pytest.mark.parametrize("raw, expected", [
@@ -50,6 +51,31 @@ def test_local_display_names_keep_identity_apart() -> None:
     assert values["row2/r2"] == "r2"
     assert values["row1/r1"] != values["row2/r1"]
     assert all(is_valid_value(v) for v in values.values())
+
+
+def test_existing_values_stay_and_only_the_newcomer_gets_a_hash() -> None:
+    names = {"rack-1": "rack-1", "rack 1": "rack 1", "rack-2": "rack-2"}
+    current = {"rack-1": {"rack-1": 4}, "rack-2": {"rack-2": 1}}
+    values = unique_values(names, current)
+    assert values["rack-1"] == "rack-1" and values["rack-2"] == "rack-2"
+    assert values["rack 1"] == f"rack-1-{short_hash('rack 1')}"
+    assert unique_values(dict(reversed(list(names.items()))), current) == values
+
+
+def test_a_hashed_value_is_kept_after_its_partner_left_and_a_stolen_one_is_not() -> None:
+    hashed = f"rack-1-{short_hash('rack/1')}"
+    assert unique_values({"rack/1": "rack/1"}, {"rack/1": {hashed: 2}}) == {"rack/1": hashed}
+    # two identities claiming one value: the one more nodes carry keeps it
+    claimed = unique_values({"rack-1": "rack-1", "rack 1": "rack 1"}, {"rack-1": {"rack-1": 1}, "rack 1": {"rack-1": 3}})
+    assert claimed["rack 1"] == "rack-1" and claimed["rack-1"] != "rack-1"
+
+
+@pytest.mark.parametrize("key, owner", [("kubernetes.io/hostname", "Kubernetes"), ("node.kubernetes.io/x", "Kubernetes"),
+                                        ("cloud.google.com/gke-nodepool", "GKE"), ("topology.k8s.aws/x", "AWS"),
+                                        ("topolabel.dev/block", None), ("rack", None), ("example.com/rack", None)])
+def test_keys_of_kubernetes_clouds_and_tools_are_not_topolabels(key: str, owner: str | None) -> None:
+    assert foreign_owner(key) == owner
+    assert bool(level_key_problems(key)) == (owner is not None)
 
 
 @pytest.mark.parametrize("key", ["topolabel.dev/block", "cloud.google.com/gce-topology-block", "rack"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import io
+import os
 import json
 from pathlib import Path
 
@@ -62,6 +63,29 @@ def test_failed_publish_is_retried_next_round() -> None:
     assert calls == ["a", "a"]
     assert "403 Forbidden" in log.getvalue() and "published" in log.getvalue()
     assert all(9 <= n <= 11 for n in naps)
+
+
+def test_every_round_failed_or_not_touches_the_alive_file(tmp_path) -> None:
+    alive = tmp_path / "alive"
+    rounds = iter([SourceError("lldpcli: no answer within 30 s"), "a"])
+
+    def collect() -> str:
+        outcome = next(rounds)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    stamps = []
+
+    def sleep(_: float) -> None:
+        stamps.append(alive.stat().st_mtime_ns)
+        os.utime(alive, ns=(0, 0))  # so the next round's touch shows
+        if len(stamps) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(Agent(collect, lambda _: None), interval=10, once=False, log=io.StringIO(), sleep=sleep, alive=alive)
+    assert len(stamps) == 2 and all(stamp > 0 for stamp in stamps)
 
 
 def test_once_lets_errors_out() -> None:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -63,6 +68,53 @@ def test_unseen_random_wiring_lands_every_host_right(build_lab, tmp_path, capsys
     assert {h: v["rack"] for h, v in from_map["nodes"].items()} == {h: v["rack"] for h, v in from_lldp["nodes"].items()}
 
 
+def test_lldpd_works_with_exactly_the_daemonsets_capabilities() -> None:
+    """The DaemonSet's lldpd container (its command, every capability dropped but the ones it adds, no
+    privilege escalation) run through setpriv in a namespace cabled to a switch's lldpd: it hears the switch."""
+    pod = yaml.safe_load((Path(__file__).parent.parent / "manifests" / "agent" / "daemonset.yaml").read_text())
+    lldpd = next(c for c in pod["spec"]["template"]["spec"]["containers"] if c["name"] == "lldpd")
+    security = lldpd["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False and security["capabilities"]["drop"] == ["ALL"]
+    caps = ",".join(["-all", *(f"+{c.lower()}" for c in security["capabilities"]["add"])])
+    tag = uuid.uuid4().hex[:6]
+    host, switch = f"tlh-{tag}", f"tls-{tag}"
+    tmp_path = Path(tempfile.mkdtemp(prefix="topolabel-caps-"))  # not under pytest's 0700 directories:
+    tmp_path.chmod(0o755)  # lldpd's unprivileged side (user _lldpd) works with its socket here
+    socket = tmp_path / "lldpd.socket"
+    daemons = []
+    try:
+        for ns in (host, switch):
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        subprocess.run(["ip", "link", "add", f"h{tag}", "netns", host, "type", "veth", "peer", "name", f"s{tag}",
+                        "netns", switch], check=True)
+        for ns, veth, name in ((host, f"h{tag}", "eth0"), (switch, f"s{tag}", "swp1")):
+            subprocess.run(["ip", "-n", ns, "link", "set", veth, "name", name], check=True)
+            subprocess.run(["ip", "-n", ns, "link", "set", name, "up"], check=True)
+        conf = tmp_path / "switch.conf"
+        conf.write_text("configure system hostname leaf-r01\nconfigure lldp tx-interval 1\n")
+        daemons.append(subprocess.Popen(["ip", "netns", "exec", switch, "lldpd", "-d", "-u", str(tmp_path / "sw.sock"),
+                                         "-O", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        command = [str(socket) if arg == "/run/topolabel/lldpd.socket" else arg for arg in lldpd["command"]]
+        log = open(tmp_path / "lldpd.log", "w")
+        daemons.append(subprocess.Popen(["ip", "netns", "exec", host, "setpriv", "--no-new-privs", "--bounding-set",
+                                         caps, "--inh-caps", "-all", *command], stdout=log, stderr=subprocess.STDOUT))
+        deadline, heard = time.monotonic() + 30, []
+        while not heard and time.monotonic() < deadline:
+            time.sleep(0.5)
+            done = subprocess.run(["lldpcli", "-u", str(socket), "-f", "json0", "show", "neighbors"],
+                                  capture_output=True, text=True)
+            if done.returncode == 0:
+                heard = [i for b in json.loads(done.stdout).get("lldp", []) for i in b.get("interface", [])]
+        assert heard, (tmp_path / "lldpd.log").read_text()[-2000:]
+        assert heard[0]["chassis"][0]["name"][0]["value"] == "leaf-r01"
+    finally:
+        for proc in daemons:
+            proc.kill()
+            proc.wait()
+        for ns in (host, switch):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        shutil.rmtree(tmp_path, ignore_errors=True)
 def test_unmapped_dual_homed_rack_is_one_rack_inferred_from_its_hosts(build_lab, tmp_path, capsys) -> None:
     wiring = dual_homed_wiring()
     hosts, _ = dumps(build_lab(wiring), tmp_path)

@@ -64,8 +64,47 @@ def test_daemonset_runs_the_agent_the_cli_accepts_on_the_socket_lldpd_serves() -
     assert any(socket.startswith(mounts["agent"][v] + "/") and mounts["agent"][v] == mounts["lldpd"][v] for v in shared)
     env = {e["name"]: e for e in agent["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
-    assert agent["securityContext"]["capabilities"]["drop"] == ["ALL"]
-    assert agent["securityContext"]["allowPrivilegeEscalation"] is False
+
+
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def test_daemonset_is_hardened_and_only_the_agent_holds_a_token() -> None:
+    pod = OBJECTS["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+    containers = {c["name"]: c for c in pod["containers"]}
+    for container in containers.values():
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+        assert sc["capabilities"]["drop"] == ["ALL"]
+    assert containers["agent"]["securityContext"]["capabilities"]["add"] == ["DAC_OVERRIDE"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounted = {name: {m["mountPath"]: m["name"] for m in c["volumeMounts"]} for name, c in containers.items()}
+    assert TOKEN_DIR not in mounted["lldpd"]
+    token = volumes[mounted["agent"][TOKEN_DIR]]["projected"]["sources"]
+    assert any("serviceAccountToken" in source for source in token)
+    assert all("secret" not in v and "hostPath" not in v for v in volumes.values())
+    # lldpd writes only its chroot and socket directories, both emptyDirs
+    assert {volumes[name].get("emptyDir") is not None for name in mounted["lldpd"].values()} == {True}
+
+
+def test_daemonset_stays_off_control_plane_nodes() -> None:
+    terms = OBJECTS["DaemonSet"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "DoesNotExist"},
+        {"key": "node-role.kubernetes.io/master", "operator": "DoesNotExist"}]}]
+
+
+def test_the_liveness_probe_watches_the_file_the_agent_touches() -> None:
+    pod = OBJECTS["DaemonSet"]["spec"]["template"]["spec"]
+    agent = next(c for c in pod["containers"] if c["name"] == "agent")
+    args = parser().parse_args(agent["command"][1:])
+    probe = " ".join(agent["livenessProbe"]["exec"]["command"])
+    assert str(args.alive_file) in probe and "-mmin -15" in probe  # 3 x the 300 s interval
+    mounts = {m["mountPath"]: m["name"] for m in agent["volumeMounts"]}
+    assert str(args.alive_file.parent) in mounts
 
 
 class Policy:
@@ -77,8 +116,8 @@ class Policy:
         self.match = [self._compile(m["expression"]) for m in spec["matchConditions"]]
         self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
         self.rules = [(self._compile(v["expression"]),
-                       self._compile(v["messageExpression"]) if "messageExpression" in v else None,
-                       v.get("message", "denied")) for v in spec["validations"]]
+                       self._compile(v["messageExpression"]) if "messageExpression" in v else None)
+                      for v in spec["validations"]]
 
     def _compile(self, expression: str) -> Any:
         return self.env.program(self.env.compile(expression))
@@ -94,13 +133,13 @@ class Policy:
             variables[name] = program.evaluate({**scope, "variables": celpy.json_to_cel(variables)})
         scope["variables"] = celpy.json_to_cel(variables)
         failed = []
-        for rule, message, text in self.rules:
+        for rule, message in self.rules:
             try:
                 ok = bool(rule.evaluate(scope))
             except celpy.CELEvalError:
                 ok = False  # failurePolicy: Fail
             if not ok:
-                failed.append(str(message.evaluate(scope)) if message else text)
+                failed.append(str(message.evaluate(scope)) if message else "denied")
         return failed
 
 
@@ -108,31 +147,21 @@ POLICY = Policy(OBJECTS["ValidatingAdmissionPolicy"])
 
 
 def entry(manager: str, fields: dict) -> dict:
+    """A managedFields entry, as the API server records one."""
     return {"manager": manager, "operation": "Update", "apiVersion": "v1", "time": "2026-11-30T00:00:00Z",
             "fieldsType": "FieldsV1", "fieldsV1": fields}
 
 
-KUBELET = entry("kubelet", {"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/hostname": {}}},
-                            "f:spec": {"f:taints": {}}})
-# the operator's and the agent's Python clients share a manager name (from the User-Agent)
-CLIENT = entry("OpenAPI-Generator", {"f:metadata": {"f:annotations": {"f:" + ANNOTATION: {}},
-                                                    "f:labels": {"f:topolabel.dev/rack": {}}}})
+KUBELET = entry("kubelet", {"f:metadata": {"f:labels": {".": {}, "f:kubernetes.io/hostname": {}}}})
+AGENT = entry("topolabel-agent", {"f:metadata": {"f:annotations": {f"f:{ANNOTATION}": {}}}})
 
 
 def node(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
                          "annotations": {"example.com/other": "x", ANNOTATION: '{"version":1,"neighbors":[]}'},
-                         "managedFields": [copy.deepcopy(KUBELET), copy.deepcopy(CLIENT)]},
+                         "managedFields": [copy.deepcopy(KUBELET)]},
             "spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]}}
-
-
-def take_annotation_ownership(n: dict) -> None:
-    """What the server records when the agent, under its own manager name, takes over the annotation."""
-    set_facts(n)
-    del n["metadata"]["managedFields"][1]["fieldsV1"]["f:metadata"]["f:annotations"]
-    n["metadata"]["managedFields"].append(entry("topolabel-agent", {"f:metadata": {"f:annotations": {
-        ".": {}, "f:" + ANNOTATION: {}}}}))
 
 
 def request(user: str = USER, node_name: str | None = "gpu-001", **extra: Any) -> dict:
@@ -173,10 +202,11 @@ def test_policy_allows_the_first_publication() -> None:
     assert POLICY.denials(request(), bare, published) == []
 
 
-def test_policy_allows_the_servers_own_managed_fields_changes() -> None:
-    assert POLICY.denials(request(), *changed("gpu-001", take_annotation_ownership)) == []
-    old, new = changed("gpu-001", take_annotation_ownership)
-    assert POLICY.denials(request(), new, old) == []  # and back: an annotations-only entry may go
+def test_policy_allows_the_agents_own_managed_fields_entry() -> None:
+    old, new = changed("gpu-001", lambda n: (set_facts(n), n["metadata"]["managedFields"].append(copy.deepcopy(AGENT))))
+    assert POLICY.denials(request(), old, new) == []
+    limit = changed("gpu-001", lambda n: n["metadata"]["annotations"].update({ANNOTATION: "x" * 65536}))
+    assert POLICY.denials(request(), *limit) == []
 
 
 def test_policy_ignores_other_users() -> None:
@@ -196,11 +226,17 @@ def test_policy_ignores_other_users() -> None:
     ("unschedulable", "gpu-001", lambda n: n["spec"].update(unschedulable=True), request()),
     ("a finalizer", "gpu-001", lambda n: n["metadata"].update(finalizers=["x.io/y"]), request()),
     ("the status", "gpu-001", set_facts, request(subResource="status")),
+    ("LLDP facts over 64 KiB", "gpu-001", lambda n: n["metadata"]["annotations"].update({ANNOTATION: "x" * 65537}),
+     request()),
+    ("an NVLink domain over 63 characters", "gpu-001",
+     lambda n: n["metadata"]["annotations"].update({"topolabel.dev/gpu-clique": "c" * 64}), request()),
+    ("another manager's managedFields", "gpu-001",
+     lambda n: n["metadata"]["managedFields"][0]["fieldsV1"]["f:metadata"].update({"f:annotations": {}}), request()),
     ("managedFields wiped", "gpu-001", lambda n: n["metadata"].update(managedFields=[]), request()),
-    ("managedFields forged", "gpu-001",
-     lambda n: n["metadata"]["managedFields"][0]["fieldsV1"].update({"f:spec": {}}), request()),
-    ("managedFields claimed", "gpu-001",
-     lambda n: n["metadata"]["managedFields"].append(entry("x", {"f:spec": {"f:taints": {}}})), request()),
+    ("its entry claiming labels", "gpu-001", lambda n: n["metadata"]["managedFields"].append(
+        entry("topolabel-agent", {"f:metadata": {"f:labels": {"f:topolabel.dev/rack": {}}}})), request()),
+    ("its entry claiming another annotation", "gpu-001", lambda n: n["metadata"]["managedFields"].append(
+        entry("topolabel-agent", {"f:metadata": {"f:annotations": {"f:example.com/other": {}}}})), request()),
 ])
 def test_policy_denies(what, name, change, req) -> None:
     old, new = changed(name, change)
@@ -208,5 +244,3 @@ def test_policy_denies(what, name, change, req) -> None:
     assert denied, f"{what} was allowed"
     if what == "another node":
         assert "may only change the Node it runs on (gpu-001), not gpu-002" in denied[0]
-    if what.startswith("managedFields"):
-        assert denied == ["the topolabel agent may not change a Node's managedFields but for the annotations it writes"]

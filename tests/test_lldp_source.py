@@ -96,3 +96,14 @@ def test_bad_input_is_one_clear_line(lldp_dir, capsys, args, words) -> None:
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("topolabel discover: error: ") and words in lines[0]
+
+
+def test_a_hostile_annotation_is_a_problem_for_its_node_alone(tmp_path, capsys) -> None:
+    nodes = nodes_file(tmp_path, {"gpu-a": facts(("eth0", "leaf-r01")), "big": " " * 70_000 + facts(("eth0", "x")),
+                                  "deep": "[" * 50_000, "many": json.dumps({"version": 1, "neighbors": [
+                                      {"interface": f"eth{i}", "chassisName": "leaf-r01"} for i in range(300)]})})
+    code, snap = run(capsys, "--nodes", nodes)
+    assert code == 0 and snap["nodes"] == {"gpu-a": {"rack": "leaf-r01"}}
+    why = {p["node"]: p["message"] for p in snap["problems"]}
+    assert "bytes; LLDP facts are at most 65536" in why["big"]
+    assert "nested deeper than" in why["deep"] and "more than 256 neighbours" in why["many"]

@@ -10,7 +10,6 @@ import pytest
 from hack.ibfabric import Spec, build
 from kueue_config.objects import generate
 from labeler.config import parse_config
-from labeler.errors import TopologyError
 from labeler.nodes import Node
 from tests.conftest import kueue_crd
 from tests.crdschema import validate
@@ -64,7 +63,13 @@ def test_nvlink_domain_is_its_own_level_and_objects_are_valid(ibsim, tmp_path: P
         assert validate(obj, kueue_crd(CRD[obj["kind"]])) == []
 
 
-def test_a_split_nvlink_domain_is_reported(ibsim, tmp_path: Path) -> None:
+def test_a_node_claiming_another_leaf_groups_nvlink_domain_is_a_problem_for_itself_alone(ibsim, tmp_path: Path) -> None:
     fabric = build(Spec(pods=2, sus=2, hosts=4, spines=2, cores=2))
-    with pytest.raises(TopologyError, match=r"nvlink '.*' sits under more than one leafgroup"):
-        run(ibsim(fabric).discover(), tmp_path, cluster(fabric, split=True))
+    nodes = cluster(fabric, split=True)
+    _, snap = run(ibsim(fabric).discover(), tmp_path, nodes)
+    liar = nodes[0].name
+    assert liar not in snap.nodes and set(snap.nodes) == {n.name for n in nodes[1:]}
+    assert any(p.node == liar and "not corroborated, so left as it is" in p.message for p in snap.problems)
+    for node in nodes[1:]:  # every NVLink domain left sits inside one leaf group, as the fabric says
+        same = {n for n in snap.nodes if snap.nodes[n]["nvlink"] == snap.nodes[node.name]["nvlink"]}
+        assert {snap.nodes[n]["leafgroup"] for n in same} == {snap.nodes[node.name]["leafgroup"]}

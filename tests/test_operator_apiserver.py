@@ -219,6 +219,7 @@ def test_a_topology_level_change_on_the_server(cluster: KubeCluster, tmp_path: P
     cluster.kubectl("apply", "-f", "-", input=json.dumps({
         "apiVersion": "topolabel.dev/v1alpha1", "kind": "TopologyLabeler", "metadata": {"name": "default"},
         "spec": spec}))
+    start = cluster.audit_mark()
     with InThread(options(cluster, resync=2.0)) as op:
         op.wait_passes(1, timeout=120)
         (old_topology,) = kueue_names(cluster, "topologies")
@@ -240,6 +241,10 @@ def test_a_topology_level_change_on_the_server(cluster: KubeCluster, tmp_path: P
             [p["message"] for p in status["problems"]]
         edited = [e for e in operator_writes(cluster, mark) if e.name in {old_topology, *old_flavors}]
         assert {e.verb for e in edited} <= {"delete"}  # immutable objects are never edited
+        # the new levels are a new Topology and new ResourceFlavors (levels and topologyName are immutable):
+        # each created by server-side apply (201), never an edit the server's CEL rules would refuse
+        created = {(e.resource, e.name) for e in operator_writes(cluster, mark) if e.verb == "patch" and e.code == 201}
+        assert created >= {("topologies", new_topology), *(("resourceflavors", f) for f in referenced)}
         assert operator_writes(cluster, mark, "nodes") == []
         events = json.loads(cluster.kubectl("get", "events", "-n", "default", "-o", "json").stdout)["items"]
         assert any(e["reason"] == "KueueUpdated" and e["involvedObject"]["kind"] == "TopologyLabeler" for e in events)
@@ -247,3 +252,5 @@ def test_a_topology_level_change_on_the_server(cluster: KubeCluster, tmp_path: P
         cluster.kubectl("delete", "workloads.kueue.x-k8s.io", "train", "-n", "ml-research")
         wait_until(lambda: kueue_names(cluster, "topologies") == {new_topology}, 30, "the old Topology to go")
         assert kueue_names(cluster, "resourceflavors") == referenced
+    # the whole change, from the first pass to the old objects' removal: the server refused nothing
+    assert [e for e in cluster.requests(start, user=OPERATOR) if e.code >= 400] == []

@@ -14,14 +14,16 @@ from labeler.apply import ApplyResult
 from labeler.config import Config, parse_config
 from labeler.errors import InputError, TopologyError
 from labeler.model import Discovery, Problem
-from labeler.nodes import Node
-from labeler.plan import MANAGED_ANNOTATION, NodeChange, Plan
+from labeler.nodes import MANAGED_ANNOTATION, Node
+from labeler.plan import NodeChange, Plan
 from providers import inventory, labels
 from providers.base import Options, Source
 from providers.registry import get_source
 from tests.conftest import ROOT
+from topolabel.cli import parser
 from topolabel.operator.kueue import Usage, covers, needs_usage, plan_changes
 from topolabel.operator.labelling import PENDING_SECONDS, Labeller
+from topolabel.operator.leader import LEASE_NAME
 from topolabel.operator.settings import RunOptions, resolve
 from topolabel.operator.status import MAX_PROBLEMS, Conditions, status_body
 from topolabel.operator.topology import Topology, carry_over
@@ -50,29 +52,40 @@ def test_a_candidate_whose_kept_placements_break_the_tree_uses_the_new_answer_al
     topo = Topology()
     topo.adopt(discovery({"a": ("r1", "k1"), "b": ("r1", "k1")}), place(CFG, discovery({"a": ("r1", "k1")})))
     found = discovery({"a": ("r2", "k1")})  # rack k1 moved to row r2; b is not in this answer
-    chosen, snapshot = topo.candidate(CFG, found, {"a", "b"})
+    chosen, snapshot = topo.candidate(CFG, found, {"a": Node("a"), "b": Node("b")})
     assert chosen is found and set(snapshot.nodes) == {"a"}
 
 
 def test_joining_nodes_get_the_values_a_full_discovery_would_give() -> None:
-    # two raw rack names that collide as label values: both must be hashed, whichever way they arrive
+    # two raw rack names that collide as label values, arriving together: both are hashed
     full = discovery({"a": ("r1", "rack/1"), "b": ("r1", "rack 1")})
     topo = Topology()
     first = discovery({"a": ("r1", "rack/1")})
     topo.adopt(first, place(CFG, first))
-    assert topo.join(CFG, discovery({"b": ("r1", "rack 1")}), ["b"])
+    assert topo.join(CFG, discovery({"b": ("r1", "rack 1")}), ["b"], [node("a"), node("b")])
     assert topo.snapshot.nodes == place(CFG, full).nodes
-    assert topo.snapshot.nodes["a"]["rack"] != "rack-1"  # renamed by the join: the plan rewrites it once
+
+
+def test_a_joining_domain_whose_name_collides_gets_the_hash_and_the_labelled_one_keeps_its_value() -> None:
+    topo = Topology()
+    first = discovery({"a": ("r1", "rack/1")})
+    topo.adopt(first, place(CFG, first))
+    written = place(CFG, first).labels_for("a")
+    assert written["topolabel.dev/rack"] == "rack-1"
+    labelled = node("a", written, ",".join(sorted(written)))
+    assert topo.join(CFG, discovery({"b": ("r1", "rack 1")}), ["b"], [labelled, node("b")])
+    assert topo.snapshot.nodes["a"]["rack"] == "rack-1"
+    assert topo.snapshot.nodes["b"]["rack"].startswith("rack-1-")
 
 
 def test_a_join_that_cannot_merge_or_breaks_the_tree_changes_nothing() -> None:
     topo = Topology()
-    assert not topo.join(CFG, discovery({"x": ("r1", "k1")}), ["x"])  # no last good discovery
+    assert not topo.join(CFG, discovery({"x": ("r1", "k1")}), ["x"], [])  # no last good discovery
     last = discovery({"a": ("r1", "k1")})
     topo.adopt(last, place(CFG, last))
-    assert not topo.join(CFG, discovery({"x": ("r1",)}, ("row",)), ["x"])  # other levels: a full pass is due
+    assert not topo.join(CFG, discovery({"x": ("r1",)}, ("row",)), ["x"], [])  # other levels: a full pass is due
     with pytest.raises(TopologyError):
-        topo.join(CFG, discovery({"x": ("r2", "k1")}), ["x"])  # k1 under two rows
+        topo.join(CFG, discovery({"x": ("r2", "k1")}), ["x"], [])  # k1 under two rows
     assert topo.found is last and set(topo.snapshot.nodes) == {"a"}
 
 
@@ -292,10 +305,27 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
                       ("kueue.x-k8s.io", "workloads", "list")}
 
 
-def test_the_deployment_is_one_hardened_replica_with_probes() -> None:
+def test_leader_election_may_touch_its_own_lease_and_nothing_else() -> None:
+    role = next(d for d in documents() if d["kind"] == "Role")
+    deploy = next(d for d in documents() if d["kind"] == "Deployment")
+    assert role["metadata"]["namespace"] == deploy["metadata"]["namespace"]
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
+         "verbs": ["get", "update"]}]
+    binding = next(d for d in documents() if d["kind"] == "RoleBinding")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                    "namespace": deploy["metadata"]["namespace"]}]
+
+
+def test_the_deployment_is_two_hardened_replicas_with_leader_election_and_probes() -> None:
     deploy = next(d for d in documents() if d["kind"] == "Deployment")
     spec = deploy["spec"]
-    assert spec["replicas"] == 1 and spec["strategy"]["type"] == "Recreate"
+    assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"] == {"maxUnavailable": 1, "maxSurge": 0}
+    args = parser().parse_args(spec["template"]["spec"]["containers"][0]["args"])
+    assert args.leader_elect and args.request_timeout == 20
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     (container,) = pod["containers"]

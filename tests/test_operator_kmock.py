@@ -20,7 +20,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
-from labeler.plan import MANAGED_ANNOTATION
+from labeler.nodes import MANAGED_ANNOTATION
 from tests.conftest import EXAMPLES
 from tests.kmockcluster import MockCluster
 from tests.operatorrun import InThread, kill, spawn, stop, wait_until
@@ -265,7 +265,7 @@ def test_a_failing_or_partial_source_loses_no_label(tmp_path: Path) -> None:
             assert ("Warning", "SourceFailed") in events(cluster, mark)
             status = cluster.get(f"{LABELER}/default")["status"]
             source = next(c for c in status["conditions"] if c["type"] == "SourceAvailable")
-            assert source["status"] == "False" and "cannot read inventory" in source["message"]
+            assert source["status"] == "False" and "inventory.yaml: cannot read: No such file" in source["message"]
             assert node_patches(cluster, mark) == []
             assert cluster.node_labels() == labelled
 

@@ -1,12 +1,16 @@
-"""Discoveries become snapshots only when they form a tree; values are unique per level."""
+"""Discoveries become snapshots only when they form a tree; values are unique per level and stable as nodes
+join; a snapshot read from a file is untrusted and checked the same way."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Level, Snapshot
-from labeler.placement import level_keys, pad_depths, to_snapshot
+from labeler.model import Discovery, Level
+from labeler.nodes import MANAGED_ANNOTATION, Node
+from labeler.placement import level_keys, pad_depths, snapshot_from_dict, to_snapshot
 
 LEVELS = (Level("block", "topolabel.dev/block"), Level("rack", "topolabel.dev/rack"))
 
@@ -55,9 +59,73 @@ def test_level_keys_validate_and_override() -> None:
 def test_snapshot_round_trip_and_errors() -> None:
     found = Discovery("test", ("block", "rack"), {"n1": ("b1", "r1")})
     snap = to_snapshot(found, LEVELS)
-    again = Snapshot.from_dict(snap.to_dict())
+    again = snapshot_from_dict(snap.to_dict())
     assert again.to_dict() == snap.to_dict()
     assert again.labels_for("n1") == {"topolabel.dev/block": "b1", "topolabel.dev/rack": "r1"}
     with pytest.raises(TopologyError, match="snap.json: nodes.n1 has no value for level"):
-        Snapshot.from_dict({"levels": [{"name": "a", "label": "x/a"}, {"name": "b", "label": "x/b"}],
+        snapshot_from_dict({"levels": [{"name": "a", "label": "x/a"}, {"name": "b", "label": "x/b"}],
                             "nodes": {"n1": {"a": "1"}}}, "snap.json")
+
+
+def _one_level(label: str, values: dict, name: str = "block") -> dict:
+    return {"levels": [{"name": name, "label": label}], "nodes": {n: {name: v} for n, v in values.items()}}
+
+
+@pytest.mark.parametrize("data, fragment", [
+    (_one_level("kubernetes.io/hostname", {"n1": "evil"}, "host"), "belongs to Kubernetes"),
+    (_one_level("node.kubernetes.io/instance-type", {"n1": "a"}), "belongs to Kubernetes"),
+    (_one_level("topology.kubernetes.io/zone", {"n1": "a"}), "belongs to Kubernetes"),
+    (_one_level("kueue.x-k8s.io/queue-name", {"n1": "a"}), "belongs to Kubernetes"),
+    (_one_level("cloud.google.com/gce-topology-block", {"n1": "a"}), "belongs to GKE"),
+    (_one_level("topology.k8s.aws/network-node-layer-1", {"n1": "a"}), "belongs to AWS"),
+    (_one_level("nvidia.com/gpu.clique", {"n1": "a"}), "belongs to NVIDIA"),
+    (_one_level("Bad Key/x", {"n1": "a"}), "not a lower-case DNS subdomain"),
+    (_one_level("topolabel.dev/block", {"n1": 1}), "nodes.n1.block: '1' is not a label value"),
+    (_one_level("topolabel.dev/block", {"n1": "a b"}), "nodes.n1.block: 'a b' is not a label value"),
+    (_one_level("topolabel.dev/block", {"n1": "x" * 64}), "is not a label value"),
+    (_one_level("topolabel.dev/block", {"n1": ""}), "is not a label value"),
+    (_one_level("topolabel.dev/block", {"n 1": "a"}), "not a Kubernetes node name"),
+    ({"levels": [{"name": "a", "label": "x/a"}, {"name": "b", "label": "x/b"}],
+      "nodes": {"n1": {"a": "p", "b": "q"}, "n2": {"a": "r", "b": "q"}}}, "not a tree"),
+    ({"levels": [{"name": "a", "label": "x/a"}, {"name": "a", "label": "x/b"}], "nodes": {}}, "share one name"),
+    ({"levels": [{"name": f"l{i}", "label": f"x/l{i}"} for i in range(16)], "nodes": {}}, "16 levels"),
+    ({"levels": [{"name": 1, "label": "x/a"}], "nodes": {}}, "levels[0] needs 'name' and 'label' strings"),
+    ({"levels": [{"name": "a", "label": "x/a"}], "nodes": {}, "problems": "oops"}, "'problems' must be a list"),
+])
+def test_an_untrusted_snapshot_gets_the_checks_discovery_output_gets(data: dict, fragment: str) -> None:
+    with pytest.raises(TopologyError, match="snap.json: .*" + re.escape(fragment)):
+        snapshot_from_dict(data, "snap.json")
+
+
+@pytest.mark.parametrize("overrides, prefix", [
+    ({"block": "kubernetes.io/hostname"}, "topolabel.dev/"),
+    ({}, "node.kubernetes.io/"),
+    ({"block": "cloud.google.com/gce-topology-block"}, "topolabel.dev/"),
+])
+def test_a_config_cannot_make_topolabel_write_a_label_it_does_not_own(overrides: dict, prefix: str) -> None:
+    with pytest.raises(TopologyError, match="belongs to"):
+        level_keys(["block"], prefix, overrides)
+
+
+def _labelled(name: str, labels: dict[str, str]) -> Node:
+    return Node(name, labels, {MANAGED_ANNOTATION: ",".join(sorted(labels))})
+
+
+def test_a_joining_domain_never_renames_an_existing_one() -> None:
+    first = to_snapshot(Discovery("test", ("block", "rack"), {f"a{i}": ("b1", "rack-1") for i in range(3)}), LEVELS)
+    nodes = [_labelled(n, first.labels_for(n)) for n in first.nodes] + [Node("new")]
+    joined = Discovery("test", ("block", "rack"), {**{f"a{i}": ("b1", "rack-1") for i in range(3)}, "new": ("b1", "rack 1")})
+    snap = to_snapshot(joined, LEVELS, nodes)
+    assert {snap.nodes[f"a{i}"]["rack"] for i in range(3)} == {"rack-1"}
+    assert re.fullmatch(r"rack-1-[0-9a-f]{8}", snap.nodes["new"]["rack"])
+    # without the labels (a first run) both collide and both are hashed, whatever the order
+    fresh = to_snapshot(joined, LEVELS)
+    assert fresh.nodes["a0"]["rack"] != "rack-1" and fresh.nodes["new"]["rack"] != fresh.nodes["a0"]["rack"]
+
+
+def test_only_labels_topolabel_wrote_and_could_give_are_kept() -> None:
+    found = Discovery("test", ("block", "rack"), {"a": ("b1", "r1"), "b": ("b1", "r2")})
+    foreign = Node("a", {"topolabel.dev/rack": "r2"})  # not in the managed annotation: ignored
+    steered = _labelled("b", {"topolabel.dev/block": "b1", "topolabel.dev/rack": "r1"})  # not a value r2 could get
+    snap = to_snapshot(found, LEVELS, [foreign, steered])
+    assert snap.nodes["a"]["rack"] == "r1" and snap.nodes["b"]["rack"] == "r2"

@@ -11,9 +11,9 @@ from hack.synth import gke_cluster
 from labeler.apply import apply_plan
 from labeler.errors import PlanRefused
 from labeler.model import Level, Snapshot
-from labeler.nodes import Node, parse_nodes
 from labeler.placement import level_keys, to_snapshot
-from labeler.plan import MANAGED_ANNOTATION, check_share, make_plan
+from labeler.nodes import MANAGED_ANNOTATION, Node, parse_nodes
+from labeler.plan import check_share, make_plan
 from providers.base import SourceContext
 from providers.labels import discover
 
@@ -98,6 +98,26 @@ def test_renamed_key_is_removed_and_foreign_keys_untouched(store: Store) -> None
     labels = store.items[name]["metadata"]["labels"]
     assert "topolabel.dev/host" not in labels and labels["team.example/owner"] == "ml"
     assert "cloud.google.com/gce-topology-host" in labels
+
+
+def test_a_key_the_node_already_carried_never_becomes_managed() -> None:
+    snap = Snapshot((Level("rack", "example.com/rack"),), {"same": {"rack": "r1"}, "other": {"rack": "r1"}})
+    nodes = [Node("same", {"example.com/rack": "r1"}), Node("other", {"example.com/rack": "hand-set"})]
+    plan = make_plan(snap, nodes)
+    assert [(c.node, c.set, c.managed) for c in plan.changes] == []  # nothing claimed, nothing rewritten
+    assert [(p.node, p.source) for p in plan.conflicts] == [("other", "plan")]
+    assert "example.com/rack='hand-set', which topolabel did not write" in plan.conflicts[0].message
+    # a later level rename removes only what topolabel wrote: neither node loses example.com/rack
+    renamed = Snapshot((Level("rack", "example.com/rack-v2"),), {"same": {"rack": "r1"}, "other": {"rack": "r1"}})
+    assert all(c.remove == [] for c in make_plan(renamed, nodes).changes)
+
+
+def test_a_crafted_annotation_never_removes_a_label_topolabel_cannot_own() -> None:
+    crafted = Node("n1", {"kubernetes.io/hostname": "n1", "cloud.google.com/gke-nodepool": "a", "topolabel.dev/rack": "r0"},
+                   {MANAGED_ANNOTATION: "kubernetes.io/hostname,cloud.google.com/gke-nodepool,topolabel.dev/rack"})
+    plan = make_plan(Snapshot((Level("block", "topolabel.dev/block"),), {"n1": {"block": "b1"}}), [crafted])
+    (change,) = plan.changes
+    assert change.remove == ["topolabel.dev/rack"] and change.managed == ["topolabel.dev/block"]
 
 
 def test_large_disturbance_is_refused_unless_forced(store: Store) -> None:

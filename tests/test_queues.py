@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from hack.synth import H100, gke_cluster, node_object
-from kueue_config.files import read_dir, render, write_dir
+from kueue_config.files import KUSTOMIZATION, read_dir, render
 from kueue_config.objects import generate
 from labeler.config import Config, parse_config
 from labeler.errors import InputError, TopologyError
@@ -107,10 +107,10 @@ def test_a_node_joining_changes_no_file_under_rounding_and_does_without_it(tmp_p
                                     "cloud.google.com/gce-topology-host": "late-host"}, H100, "us-central1-b")
     for config, same in ((TEAMS, True), ({"pools": POOLS}, False)):
         cfg = parse_config(config, "test")
-        before = render(generate(*cluster(), cfg).objects)
+        before = render(generate(*cluster(), cfg).objects, "kueue")
         snap, nodes = cluster(extra=[late])
         assert "gke-late" in snap.nodes
-        after = render(generate(snap, nodes, cfg).objects)
+        after = render(generate(snap, nodes, cfg).objects, "kueue")
         assert (before == after) is same, config
 
 
@@ -239,10 +239,10 @@ def test_every_generated_file_name_stays_in_the_output_directory(tmp_path: Path)
     """Names are Kubernetes names (no '/', no '..'), so the files land in the directory and nowhere else."""
     config = {**TEAMS, "kueue": {**TEAMS["kueue"], "localQueues": [
         {"name": "a.b", "namespaces": ["x-1", "y"], "clusterQueue": "team-a"}]}}
-    files = render(generate(*cluster(), parse_config(config, "test")).objects)
+    files = render(generate(*cluster(), parse_config(config, "test")).objects, "kueue")
     out = tmp_path / "out"
-    write_dir(out, files, read_dir(out))
-    assert {p.relative_to(out).as_posix() for p in out.rglob("*")} == set(files)
+    read_dir(out, "kueue").write(files)
+    assert {p.relative_to(out).as_posix() for p in out.rglob("*")} == {*files, KUSTOMIZATION}
     assert all("/" not in name and not name.startswith(".") for name in files)
 
 

@@ -257,3 +257,20 @@ def test_the_bundled_examples_annotate_check_clean_and_fit(example: str, bundled
                  "--nodes", bundled["nodes"], "-o", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["fits"] and report["topology"].startswith("gke-")
+
+
+def test_required_is_kueues_name_for_within_and_contradicts_preferred(tmp_path: Path, kueue_dir: Path,
+                                                                      capsys) -> None:
+    job = _write(tmp_path, KINDS["Job"][0])
+    base = ["job", "annotate", str(job), "--queue", "gpu", "--kueue-dir", str(kueue_dir)]
+    assert main([*base, "--within", "block"]) == 0
+    within = capsys.readouterr().out
+    assert main([*base, "--required", "block"]) == 0
+    assert capsys.readouterr().out == within
+    assert yaml.safe_load(within)["spec"]["template"]["metadata"]["annotations"] == {REQ: BLOCK}
+    assert main([*base, "--required", "block", "--preferred"]) == 2
+    assert capsys.readouterr().err.strip().endswith("--required and --preferred contradict each other: use "
+                                                    "--within LEVEL --preferred")
+    with pytest.raises(SystemExit) as both:  # argparse: one of them, not both
+        main([*base, "--required", "block", "--within", "rack"])
+    assert both.value.code == 2

@@ -15,6 +15,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence, TextIO
 
 from kubernetes.client.exceptions import ApiException
@@ -71,11 +72,13 @@ class Agent:
 
 
 def run(agent: Agent, interval: float, once: bool, log: TextIO = sys.stderr,
-        sleep: Callable[[float], None] = time.sleep) -> int:
+        sleep: Callable[[float], None] = time.sleep, alive: Path | None = None) -> int:
     """Rounds every `interval` seconds (with jitter, so a DaemonSet does not patch in step).
 
     With `once`, one round whose errors propagate (the CLI prints them); otherwise an error is logged and
-    the next round tries again.
+    the next round tries again. After every round, finished or failed, `alive` is touched: the DaemonSet's
+    liveness probe restarts an agent whose loop stopped turning (every call it makes has a timeout, so only
+    a bug can stop it).
     """
     while True:
         try:
@@ -89,6 +92,8 @@ def run(agent: Agent, interval: float, once: bool, log: TextIO = sys.stderr,
             if once:
                 raise
             print(f"topolabel agent: Kubernetes API error: {api_error(exc)}", file=log, flush=True)
+        if alive is not None:
+            alive.touch()
         if once:
             return 0
         sleep(interval * random.uniform(0.9, 1.1))

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
 from labeler.errors import TopolabelError
 
 from . import version
 from .commands import COMMANDS
+
+DEBUG = "TOPOLABEL_DEBUG"
 
 DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
 Kueue Topology-Aware Scheduling objects."""
@@ -60,20 +64,35 @@ def chosen_command(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
+    """Run one command. Exit status: 0 ok or up to date; 1 differs, does not fit, or writes failed; 2 bad
+    input or an error, always with one line on stderr (README, "Exit status")."""
     argv = sys.argv[1:] if argv is None else argv
     args = parser(prog, chosen_command(argv) or "").parse_args(argv)
     try:
         return args.run(args)
     except TopolabelError as exc:
-        print(f"topolabel {args.command}: error: {exc}", file=sys.stderr)
+        report(args.command, f"error: {exc}")
     except BrokenPipeError:
         return 0
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a bug still ends in one line and exit 2, never 1
         message = kube_error(exc)
-        if message is None:
-            raise
-        print(f"topolabel {args.command}: Kubernetes API error: {message}", file=sys.stderr)
+        if message is not None:
+            report(args.command, f"Kubernetes API error: {message}")
+            return 2
+        report(args.command, f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
+                             f"with the traceback that {DEBUG}=1 prints)")
+        if os.environ.get(DEBUG):
+            import traceback
+
+            traceback.print_exc()
     return 2
+
+
+def report(command: str, message: str) -> None:
+    """One line on stderr, however many lines the message had (a node name may hold a newline)."""
+    from .output import one_line
+
+    print(f"topolabel {command}: {one_line(message)}", file=sys.stderr)
 
 
 def kube_error(exc: Exception) -> str | None:

@@ -37,7 +37,7 @@ from providers.infiniband.published import FABRIC_LABEL, FORMAT, TIME_FORMAT, en
 from providers.infiniband.sysfs import Device, read_devices
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "topolabel"}
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
+FABRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def parse_fabric_names(specs: Sequence[str]) -> dict[str, re.Pattern[str]]:
     named: dict[str, re.Pattern[str]] = {}
     for spec in specs:
         name, sep, pattern = spec.partition("=")
-        if not sep or not _NAME.match(name):
+        if not sep or not FABRIC_NAME.match(name):
             raise InputError(f"--ib-fabric {spec!r}: expected NAME=REGEX, NAME lower-case letters, digits and "
                                     "dashes (at most 40), e.g. compute=^mlx5_[0-7]$")
         try:

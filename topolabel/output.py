@@ -16,6 +16,13 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 FORMATS = ("table", "json", "yaml")
+MAX_MESSAGE = 2000
+
+
+def one_line(message: str) -> str:
+    """A message as one line: control characters (newlines in a node name) escaped, length bounded."""
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + f"... ({len(text) - MAX_MESSAGE} more characters)"
 
 
 def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:

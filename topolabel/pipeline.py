@@ -7,9 +7,10 @@ from typing import Any, Callable, Mapping, Sequence
 from labeler.config import Config, load_config, parse_config
 from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
+from labeler.documents import read_document
 from labeler.names import snake
-from labeler.nodes import Node, read_document
-from labeler.placement import level_keys, to_snapshot
+from labeler.nodes import Node
+from labeler.placement import level_keys, snapshot_from_dict, to_snapshot
 from labeler.progress import Progress, quiet
 from providers.base import Source, SourceContext
 from providers.registry import get_source, option_models
@@ -43,7 +44,7 @@ def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[
 def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
              origin: str = "source", cluster: Callable[[], Any] | None = None,
              progress: Progress = quiet) -> Snapshot:
-    return place(cfg, run_source(source, options, nodes, origin, cluster, progress))
+    return place(cfg, run_source(source, options, nodes, origin, cluster, progress), nodes)
 
 
 def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node], origin: str = "source",
@@ -54,11 +55,13 @@ def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node]
                                          progress=progress))
 
 
-def place(cfg: Config, found: Discovery) -> Snapshot:
-    """Label keys from the config, then the validated snapshot of label values."""
+def place(cfg: Config, found: Discovery, nodes: Sequence[Node] = ()) -> Snapshot:
+    """Label keys from the config, then the validated snapshot of label values (existing domains of
+    `nodes` keep the values they carry)."""
     levels = level_keys(found.level_names, cfg.key_prefix, cfg.label_overrides())
-    return to_snapshot(found, levels)
+    return to_snapshot(found, levels, nodes)
 
 
 def read_snapshot(path: str) -> Snapshot:
-    return Snapshot.from_dict(read_document(path), path)
+    """A snapshot file, checked like discovery output (it is untrusted input)."""
+    return snapshot_from_dict(read_document(path), path)

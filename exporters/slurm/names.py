@@ -11,7 +11,7 @@ from labeler.model import Problem
 
 SOURCE = "slurm-export"
 UNSAFE = re.compile(r'[\s,\[\]=#"\\]')  # breaks a hostlist or a key=value line
-_TRAILING_DIGITS = re.compile(r"\d+$")
+_TRAILING_DIGITS = re.compile(r"[0-9]+$")
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.errors import TopologyError
+from labeler.documents import mapping
+from labeler.errors import InputError, TopologyError
 from labeler.nodes import Node, list_items
 
-from ..quantities import parse
+from ..quantities import stored
+from .workloads import check_metadata, check_pod_spec
 
 PODS = "pods"
 POD_LEVEL = ("cpu", "memory")
@@ -34,7 +36,7 @@ Resources = dict[str, int]
 @lru_cache(maxsize=65536)
 def amount(resource: str, quantity: str) -> int:
     """One quantity in Kueue's units; cached because a cluster repeats the same few strings."""
-    value = parse(str(quantity), f"{resource} quantity")
+    value = stored(str(quantity), f"{resource} quantity")
     return math.ceil(value * 1000) if resource == "cpu" else math.ceil(value)
 
 
@@ -85,12 +87,12 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
     """
     total: Resources = {}
     for container in spec.get("containers") or []:
-        _add(total, container_requests(container))
+        _add(total, container_requests(container or {}))
     sidecars: Resources = {}
     init_peak: Resources = {}
     for container in spec.get("initContainers") or []:
-        reqs = container_requests(container)
-        if container.get("restartPolicy") == "Always":
+        reqs = container_requests(container or {})
+        if (container or {}).get("restartPolicy") == "Always":
             _add(total, reqs)
             _add(sidecars, reqs)
             step = dict(sidecars)
@@ -124,9 +126,15 @@ def pods_from_items(items: Iterable[Any], origin: str) -> list[PodUsage]:
     for i, item in enumerate(items):
         if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":  # JSON and YAML give dicts
             raise TopologyError(f"{origin}: item {i} is not a Pod")
+        try:
+            check_metadata(item.get("metadata"), f"{origin}: item {i} metadata")
+            check_pod_spec(item.get("spec"), f"{origin}: item {i} spec")
+            phase = mapping(item.get("status"), f"{origin}: item {i} status").get("phase")
+        except InputError as exc:
+            raise TopologyError(str(exc)) from None
         spec = item.get("spec") or {}
         node = spec.get("nodeName")
-        if not node or (item.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        if not node or phase in TERMINAL_PHASES:
             continue
         try:
             requests = pod_requests(spec)

@@ -24,7 +24,7 @@ UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 def list_pods(api: client.ApiClient, page: int = 1000) -> list[Any]:
     """Every pod in every namespace that has not finished, as raw objects."""
     core = client.CoreV1Api(api)
-    return list_pages(lambda token: raw_json(core.list_pod_for_all_namespaces(
+    return list_pages(lambda token: raw_json(api, core.list_pod_for_all_namespaces(
         limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False)))
 
 
@@ -34,7 +34,7 @@ def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for plural, kind in KUEUE_PLURALS.items():
         try:
-            items = list_pages(lambda token, p=plural: raw_json(custom.list_cluster_custom_object(
+            items = list_pages(lambda token, p=plural: raw_json(api, custom.list_cluster_custom_object(
                 KUEUE_GROUP, KUEUE_VERSION, p, limit=500, _continue=token, _preload_content=False)))
         except ApiException as exc:
             if exc.status == 404:

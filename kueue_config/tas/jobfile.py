@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import io
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
+from labeler.documents import check_yaml, yaml_error
 from labeler.errors import TopologyError
 
 
@@ -57,19 +56,17 @@ def _yaml(indent: Indent = Indent()) -> YAML:
     return yaml
 
 
-def read_text(path: str) -> str:
-    try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
 def load(text: str, origin: str) -> list[Any]:
-    """All documents of a YAML (or JSON) stream, as editable round-trip data; empty documents dropped."""
+    """All documents of a YAML (or JSON) stream, as editable round-trip data; empty documents dropped.
+
+    The stream is checked for depth and alias bombs first (ruamel's loader recurses and expands)."""
+    check_yaml(text, origin)
     try:
         return [doc for doc in _yaml().load_all(text) if doc is not None]
     except YAMLError as exc:
-        raise TopologyError(f"{origin}: not valid YAML: {exc}".replace("\n", " ")) from None
+        raise TopologyError(f"{origin}: not valid YAML: {yaml_error(exc)}") from None
+    except ValueError as exc:  # an integer longer than Python reads
+        raise TopologyError(f"{origin}: not valid YAML: {str(exc).split(':')[0]}") from None
 
 
 def dump(documents: list[Any], explicit_start: bool = False, indent: Indent = Indent()) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.errors import TopologyError
+from labeler.documents import mapping, sequence, string_map, text
+from labeler.errors import InputError, TopologyError
 from labeler.model import Level
 from labeler.names import HOSTNAME
 
@@ -73,32 +74,54 @@ class TASSetup:
 
     @classmethod
     def from_objects(cls, objects: Iterable[Mapping[str, Any]], origin: str) -> "TASSetup":
+        """The set-up from Kueue objects; a field of the wrong type is an error naming the object and field."""
         setup = cls()
         for obj in objects:
             if not isinstance(obj, Mapping) or not str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
                 continue
-            meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-            name = str(meta.get("name") or "")
-            kind = obj.get("kind")
-            if kind == "Topology":
-                levels = tuple(str(lv.get("nodeLabel")) for lv in spec.get("levels") or [] if lv.get("nodeLabel"))
-                if not levels:
-                    raise TopologyError(f"{origin}: Topology {name} has no levels")
-                setup.topologies[name] = levels
-            elif kind == "ResourceFlavor":
-                setup.flavors[name] = Flavor(name, dict(spec.get("nodeLabels") or {}),
-                                             tuple(spec.get("tolerations") or ()), spec.get("topologyName"),
-                                             tuple(spec.get("nodeTaints") or ()))
-            elif kind == "ClusterQueue":
-                setup.cluster_queues[name] = [
-                    (str(f.get("name")), frozenset(str(r) for r in rg.get("coveredResources") or []))
-                    for rg in spec.get("resourceGroups") or [] for f in rg.get("flavors") or []]
-            elif kind == "LocalQueue":
-                setup.local_queues[(str(meta.get("namespace") or "default"), name)] = str(spec.get("clusterQueue"))
+            try:
+                setup._add(obj, origin)
+            except InputError as exc:
+                raise TopologyError(str(exc)) from None
         for fname, flavor in setup.flavors.items():
             if flavor.topology in setup.topologies:
                 setup.flavors[fname] = replace(flavor, levels=setup.topologies[flavor.topology])
         return setup
+
+    def _add(self, obj: Mapping[str, Any], origin: str) -> None:
+        kind = obj.get("kind")
+        meta = mapping(obj.get("metadata"), f"{origin}: {str(kind)[:40]} metadata")
+        name = text(meta.get("name") or "", f"{origin}: {str(kind)[:40]} metadata.name")
+        where = f"{origin}: {kind} {name}"
+        spec = mapping(obj.get("spec"), f"{where}: spec")
+        if kind == "Topology":
+            levels = tuple(text(lv.get("nodeLabel"), f"{where}: spec.levels[].nodeLabel")
+                           for lv in (mapping(lv, f"{where}: spec.levels[]")
+                                      for lv in sequence(spec.get("levels"), f"{where}: spec.levels"))
+                           if lv.get("nodeLabel"))
+            if not levels:
+                raise TopologyError(f"{origin}: Topology {name} has no levels")
+            self.topologies[name] = levels
+        elif kind == "ResourceFlavor":
+            tolerations = tuple(string_map(t, f"{where}: spec.tolerations[]")
+                                for t in sequence(spec.get("tolerations"), f"{where}: spec.tolerations"))
+            taints = tuple(string_map(t, f"{where}: spec.nodeTaints[]")
+                           for t in sequence(spec.get("nodeTaints"), f"{where}: spec.nodeTaints"))
+            topology = spec.get("topologyName")
+            self.flavors[name] = Flavor(name, string_map(spec.get("nodeLabels"), f"{where}: spec.nodeLabels"),
+                                        tolerations, None if topology is None else text(topology, f"{where}: spec.topologyName"),
+                                        taints)
+        elif kind == "ClusterQueue":
+            groups = [mapping(g, f"{where}: spec.resourceGroups[]")
+                      for g in sequence(spec.get("resourceGroups"), f"{where}: spec.resourceGroups")]
+            self.cluster_queues[name] = [
+                (text(mapping(f, f"{where}: flavors[]").get("name"), f"{where}: flavors[].name"),
+                 frozenset(text(r, f"{where}: coveredResources[]")
+                           for r in sequence(g.get("coveredResources"), f"{where}: coveredResources")))
+                for g in groups for f in sequence(g.get("flavors"), f"{where}: flavors")]
+        elif kind == "LocalQueue":
+            namespace = text(meta.get("namespace") or "default", f"{where}: metadata.namespace")
+            self.local_queues[(namespace, name)] = text(spec.get("clusterQueue"), f"{where}: spec.clusterQueue")
 
     def queue(self, queue: str | None, namespace: str) -> Queue:
         """The flavors a job on `queue` can get, in the ClusterQueue's order (every flavor when it does not resolve)."""

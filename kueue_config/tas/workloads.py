@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from labeler.errors import TopologyError
+from labeler.documents import kind_of, mapping, sequence, string_map, text
+from labeler.errors import InputError, TopologyError
 
 PREFIX = "kueue.x-k8s.io/"
 QUEUE_LABEL = PREFIX + "queue-name"
@@ -106,16 +107,8 @@ def _int(value: Any, default: int, where: str) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TopologyError(f"{where}: expected an integer, got {value!r}")
+        raise TopologyError(f"{where}: expected an integer, got {str(value)[:40]!r}")
     return value
-
-
-def lookup(obj: Any, path: Path) -> Any:
-    for part in path:
-        if obj is None:
-            return None
-        obj = obj[part] if isinstance(part, int) else obj.get(part)
-    return obj
 
 
 def _job_pods(job_spec: Mapping[str, Any], where: str) -> int:
@@ -124,24 +117,94 @@ def _job_pods(job_spec: Mapping[str, Any], where: str) -> int:
     return min(parallelism, completions)
 
 
+def lookup(obj: Any, path: Path) -> Any:
+    """The value at `path`, None where the path ends early; a step into a list or scalar of the wrong
+    kind is a `TopologyError` naming where."""
+    for i, part in enumerate(path):
+        if obj is None:
+            return None
+        if isinstance(part, int) and isinstance(obj, list):
+            obj = obj[part] if part < len(obj) else None
+        elif isinstance(part, str) and isinstance(obj, Mapping):
+            obj = obj.get(part)
+        else:
+            kind = "a list" if isinstance(part, int) else "a mapping"
+            raise TopologyError(f"{path_str(path[:i]) or '(top)'} must be {kind}, not {kind_of(obj)}")
+    return obj
+
+
+def check_pod_spec(spec: Any, where: str) -> None:
+    """The fields of a pod spec that fit and show read, with the types the API server would insist on;
+    anything else is an error naming the field (so no later step meets a list where a mapping belongs)."""
+    spec = mapping(spec, where)
+    for section in ("containers", "initContainers"):
+        for i, container in enumerate(sequence(spec.get(section), f"{where}.{section}")):
+            at = f"{where}.{section}[{i}]"
+            container = mapping(container, at)
+            resources = mapping(container.get("resources"), f"{at}.resources")
+            for kind in ("limits", "requests"):
+                string_map(resources.get(kind), f"{at}.resources.{kind}")
+            if container.get("restartPolicy") is not None:
+                text(container["restartPolicy"], f"{at}.restartPolicy")
+    string_map(spec.get("overhead"), f"{where}.overhead")
+    string_map(spec.get("nodeSelector"), f"{where}.nodeSelector")
+    for i, toleration in enumerate(sequence(spec.get("tolerations"), f"{where}.tolerations")):
+        string_map(toleration, f"{where}.tolerations[{i}]")
+    if spec.get("nodeName") is not None:
+        text(spec["nodeName"], f"{where}.nodeName")
+    at = f"{where}.affinity.nodeAffinity"
+    affinity = mapping(mapping(spec.get("affinity"), f"{where}.affinity").get("nodeAffinity"), at)
+    at += ".requiredDuringSchedulingIgnoredDuringExecution"
+    required = mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), at)
+    for i, term in enumerate(sequence(required.get("nodeSelectorTerms"), f"{at}.nodeSelectorTerms")):
+        term_at = f"{at}.nodeSelectorTerms[{i}]"
+        for j, expr in enumerate(sequence(mapping(term, term_at).get("matchExpressions"), f"{term_at}.matchExpressions")):
+            _check_expression(mapping(expr, f"{term_at}.matchExpressions[{j}]"), f"{term_at}.matchExpressions[{j}]")
+
+
+def _check_expression(expr: Mapping[str, Any], where: str) -> None:
+    for name in ("key", "operator"):
+        if expr.get(name) is not None:
+            text(expr[name], f"{where}.{name}")
+    for value in sequence(expr.get("values"), f"{where}.values"):
+        text(value, f"{where}.values[]")
+
+
+def check_metadata(meta: Any, where: str) -> None:
+    """Labels and annotations as Kubernetes has them: mappings of strings."""
+    meta = mapping(meta, where)
+    for section in ("labels", "annotations"):
+        string_map(meta.get(section), f"{where}.{section}")
+
+
 def _template(obj: Any, path: Path, ref: str) -> Any:
     found = lookup(obj, path)
     if not isinstance(found, Mapping):
         raise TopologyError(f"{ref}: no pod template at {path_str(path)}")
+    try:
+        check_metadata(found.get("metadata"), f"{ref} {path_str((*path, 'metadata'))}")
+        check_pod_spec(found.get("spec"), f"{ref} {path_str((*path, 'spec'))}")
+    except InputError as exc:
+        raise TopologyError(str(exc)) from None
     return found
 
 
+def _list(obj: Any, path: Path, ref: str) -> list[Any]:
+    return sequence(lookup(obj, path), f"{ref} {path_str(path)}")
+
+
 def _batch_job(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
-    spec = obj.get("spec") or {}
+    spec = mapping(obj.get("spec"), f"{ref} spec")
     path: Path = ("spec", "template")
     return [PodSet("main", path, _job_pods(spec, f"{ref} spec"), _template(obj, path, ref))], 1, []
 
 
 def _jobset(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
     podsets, inner = [], []
-    for i, rjob in enumerate(lookup(obj, ("spec", "replicatedJobs")) or []):
+    for i, rjob in enumerate(_list(obj, ("spec", "replicatedJobs"), ref)):
         where = f"{ref} spec.replicatedJobs[{i}]"
-        job_spec = lookup(rjob, ("template", "spec")) or {}
+        rjob = mapping(rjob, where)
+        job_spec = mapping(lookup(rjob, ("template", "spec")), f"{where}.template.spec")
         count = _int(rjob.get("replicas"), 1, f"{where}.replicas") * _job_pods(job_spec, f"{where}.template.spec")
         path: Path = ("spec", "replicatedJobs", i, "template", "spec", "template")
         podsets.append(PodSet(str(rjob.get("name") or i).lower(), path, count, _template(obj, path, ref)))
@@ -152,13 +215,13 @@ def _jobset(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
 
 
 def _pytorchjob(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
-    specs = lookup(obj, ("spec", "pytorchReplicaSpecs")) or {}
+    specs = mapping(lookup(obj, ("spec", "pytorchReplicaSpecs")), f"{ref} spec.pytorchReplicaSpecs")
     podsets = []
     for rtype in ("Master", "Worker"):  # Kueue's order; other keys are not PodSets
         if rtype in specs:
             where = f"{ref} spec.pytorchReplicaSpecs.{rtype}"
             path: Path = ("spec", "pytorchReplicaSpecs", rtype, "template")
-            count = _int((specs[rtype] or {}).get("replicas"), 1, f"{where}.replicas")
+            count = _int(mapping(specs[rtype], where).get("replicas"), 1, f"{where}.replicas")
             podsets.append(PodSet(rtype.lower(), path, count, _template(obj, path, ref)))
     if not podsets:
         raise TopologyError(f"{ref}: spec.pytorchReplicaSpecs has neither Master nor Worker")
@@ -180,8 +243,9 @@ def _leaderworkerset(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]
 def _ray_podsets(obj: Any, base: Path, ref: str) -> list[PodSet]:
     head: Path = (*base, "headGroupSpec", "template")
     podsets = [PodSet("head", head, 1, _template(obj, head, ref))]
-    for i, group in enumerate(lookup(obj, (*base, "workerGroupSpecs")) or []):
+    for i, group in enumerate(_list(obj, (*base, "workerGroupSpecs"), ref)):
         where = f"{ref} {path_str((*base, 'workerGroupSpecs', i))}"
+        group = mapping(group, where)
         count = _int(group.get("replicas"), 1, f"{where}.replicas")
         hosts = _int(group.get("numOfHosts"), 1, f"{where}.numOfHosts")
         path: Path = (*base, "workerGroupSpecs", i, "template")
@@ -232,11 +296,23 @@ def workload_of(obj: Any, origin: str = "job") -> Workload | None:
     reader = KINDS.get((group, kind))
     if reader is None:
         return None
-    meta = obj.get("metadata") or {}
+    meta = mapping(obj.get("metadata"), f"{origin}: {kind} metadata")
     name = str(meta.get("name") or meta.get("generateName") or "(unnamed)")
     ref = f"{origin}: {kind}/{name}"
-    podsets, replicas, inner = reader(obj, ref)
-    return Workload(kind, name, meta.get("namespace"), obj, podsets, replicas, inner)
+    namespace = meta.get("namespace")
+    try:
+        check_metadata(meta, f"{ref} metadata")
+        if namespace is not None:
+            text(namespace, f"{ref} metadata.namespace")
+    except InputError as exc:
+        raise TopologyError(str(exc)) from None
+    try:
+        podsets, replicas, inner = reader(obj, ref)
+        for path in inner:
+            check_metadata(lookup(obj, path), f"{ref} {path_str(path)}")
+    except InputError as exc:  # a lookup through a scalar: name the object
+        raise TopologyError(str(exc) if str(exc).startswith(origin) else f"{ref}: {exc}") from None
+    return Workload(kind, name, None if namespace is None else str(namespace), obj, podsets, replicas, inner)
 
 
 def workloads_in(documents: Sequence[Any], origin: str) -> list[Workload]:

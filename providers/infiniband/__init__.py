@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from labeler.documents import read_document
 from labeler.errors import InputError, SourceError
+from labeler.files import read_text
 from labeler.model import Discovery
-from labeler.nodes import read_document
 
 from ..base import Options, Source, SourceContext, parse_options
 
@@ -133,11 +132,9 @@ def _published_fabric(opts: InfinibandOptions, ctx: SourceContext,
 
 def _read_text(path: str) -> str:
     try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text()
-    except OSError as exc:
-        raise SourceError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise SourceError(f"{path}: not a text file") from None
+        return read_text(path)
+    except InputError as exc:
+        raise SourceError(str(exc)) from None
 
 
 # A fabric is read whole: no cluster nodes needed, and no cheaper answer for a few joining nodes.

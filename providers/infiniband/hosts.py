@@ -22,7 +22,7 @@ from .fabric import Fabric
 from .parse import parse_guid
 
 # Descriptions an adapter ships with (no host in them), and host names an image boots with before it is named.
-_DEFAULT_DESC = re.compile(r"^$|^MT\d+\s|(?i:(mellanox|nvidia) technologies)\s*$")
+_DEFAULT_DESC = re.compile(r"^$|^MT[0-9]+\s|(?i:(mellanox|nvidia) technologies)\s*$")
 GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ubuntu", "debian", "(none)", "unknown"})
 AGGREGATION = "aggregation node"  # SHARP aggregation nodes: CAs inside switches, not hosts
 
@@ -96,10 +96,16 @@ def guid_map_from(data: Any, origin: str) -> GuidMap:
     return found
 
 
+MAX_ANNOTATION = 4096  # 32 HCAs as `mlx5_NN=0x<16 hex digits>`, with room to spare; a node writes its own
+
+
 def add_annotations(guids: GuidMap, nodes: Sequence[Node], key: str = ANNOTATION) -> None:
     for node in nodes:
-        if node.annotations.get(key):
-            guids.add(node.name, node.annotations[key], f"annotation {key}")
+        value = node.annotations.get(key)
+        if value and len(value) > MAX_ANNOTATION:
+            guids.errors.append((node.name, f"annotation {key}: {len(value)} characters, more than {MAX_ANNOTATION}"))
+        elif value:
+            guids.add(node.name, value, f"annotation {key}")
 
 
 def describe(desc: str) -> tuple[str | None, str | None, str]:

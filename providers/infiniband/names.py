@@ -18,7 +18,7 @@ from labeler.labelvalues import readable, short_hash
 # Descriptions a switch ships with: they name the product, not the switch.
 _DEFAULT_SWITCH = re.compile(r"(?i)^$|(mellanox|nvidia) technologies")
 _SEPARATORS = re.compile(r"([-_.])")
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")  # ASCII digits only: `²` and `٣` sort as text
 
 
 def switch_label(desc: str) -> str | None:
@@ -40,7 +40,7 @@ def switch_names(descs: Mapping[int, str]) -> dict[int, str]:
 
 def natural_key(text: str) -> tuple:
     """Sort `leaf-2` before `leaf-10`."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _DIGITS.split(text))
+    return tuple((0, int(part), "") if _DIGITS.fullmatch(part) else (1, 0, part) for part in _DIGITS.split(text))
 
 
 def group_name(members: Iterable[str]) -> str:

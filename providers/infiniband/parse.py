@@ -25,16 +25,16 @@ _NODE_INITIALS = frozenset(name[0] for name in KINDS)
 SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 
 _HEADER = re.compile(
-    r'^(?P<type>Switch|Ca|Rt)\s+(?P<nports>\d+)\s+"(?P<kind>[SHR])-(?P<guid>[0-9a-fA-F]+)"'
+    r'^(?P<type>Switch|Ca|Rt)\s+(?P<nports>[0-9]{1,9})\s+"(?P<kind>[SHR])-(?P<guid>[0-9a-fA-F]+)"'
     r'(?:\s*#\s*"(?P<desc>.*)"(?:\s+(?:enhanced|base)\s+port\b.*|\s*\(scp\))?)?\s*$')
 # Switch ports end `# "remote desc" lid L 4xHDR`; CA ports start with their own port GUID and end
 # `# lid L lmc M "remote desc" lid RL 4xHDR`. `-g` adds `[ext N]`, `--full` appends `s= w= v=`.
 _PORT = re.compile(
-    r'^\[(?P<port>\d+)\](?:\[ext \d+\])?(?:\((?P<pguid>[0-9a-fA-F]+)\))?\s*'
-    r'"(?P<rkind>[SHR])-(?P<rguid>[0-9a-fA-F]+)"\[(?P<rport>\d+)\](?:\[ext \d+\])?\s*'
-    r'(?:\((?P<rpguid>[0-9a-fA-F]+)\))?\s*#\s*(?:lid\s+\d+\s+lmc\s+\d+\s+)?"(?P<rdesc>.*)"'
-    r'\s+lid\s+\d+\s+(?P<rate>\S+)')
-_RATE = re.compile(r"^(\d+)x([A-Z0-9]+)$")
+    r'^\[(?P<port>[0-9]{1,9})\](?:\[ext [0-9]+\])?(?:\((?P<pguid>[0-9a-fA-F]+)\))?\s*'
+    r'"(?P<rkind>[SHR])-(?P<rguid>[0-9a-fA-F]+)"\[(?P<rport>[0-9]{1,9})\](?:\[ext [0-9]+\])?\s*'
+    r'(?:\((?P<rpguid>[0-9a-fA-F]+)\))?\s*#\s*(?:lid\s+[0-9]+\s+lmc\s+[0-9]+\s+)?"(?P<rdesc>.*)"'
+    r'\s+lid\s+[0-9]+\s+(?P<rate>\S+)')
+_RATE = re.compile(r"^([0-9]{1,9})x([A-Z0-9]+)$")
 _NAME_MAP_LINE = re.compile(r'^(?P<guid>\S+)\s+(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"#\s][^#]*?))\s*(?:#.*)?$')
 
 
@@ -163,7 +163,7 @@ def parse_node_name_map(text: str, origin: str) -> dict[int, str]:
             continue
         match = _NAME_MAP_LINE.match(line)
         if not match:
-            raise SourceError(f"{origin}:{lineno}: expected '0x<GUID> \"name\"', got {line[:80]!r}")
+            raise SourceError(f"{origin}:{lineno}: not a node-name-map line: expected '0x<GUID> \"name\"'")
         try:
             guid = parse_guid(match["guid"])
         except InputError as exc:

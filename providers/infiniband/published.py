@@ -39,6 +39,7 @@ FABRIC_LABEL = "topolabel.dev/ib-fabric"  # on each fabric's manifest ConfigMap;
 PREFIX = "topolabel-ib-"
 ANY = "*"  # --ib-fabric without a name: the only fabric published
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+MAX_UNPACKED = 512 << 20  # a 100,000-HCA fabric unpacks to about 20 MB
 _KIND_LETTER = {"switch": "S", "ca": "H", "router": "R"}
 _LETTER_KIND = {v: k for k, v in _KIND_LETTER.items()}
 
@@ -74,6 +75,8 @@ def decode(doc: Any, origin: str) -> tuple[Nodes, Cables]:
         kinds, descs, nports = doc["kinds"], doc["descs"], doc["nports"]
         if not len(kinds) == len(descs) == len(nports) == len(guids):
             raise ValueError("node columns differ in length")
+        if not all(isinstance(d, str) for d in descs) or not all(type(n) is int for n in nports):
+            raise ValueError("descriptions must be strings and port counts integers")
         nodes: Nodes = {guid: {"kind": _LETTER_KIND[k], "desc": d, "nports": n, "port_guids": {}}
                         for guid, k, d, n in zip(guids, kinds, descs, nports)}
         pg = doc["portGuids"]
@@ -102,10 +105,15 @@ def pack(raw: bytes) -> bytes:
 
 
 def unpack(blob: bytes, origin: str) -> Any:
+    """The document in a blob; one that unpacks to more than MAX_UNPACKED bytes (a bomb) is refused."""
     try:
-        return json.loads(lzma.decompress(blob))
-    except (lzma.LZMAError, ValueError) as exc:
-        raise SourceError(f"{origin}: cannot read the published fabric: {exc}") from None
+        unpacker = lzma.LZMADecompressor()
+        raw = unpacker.decompress(blob, max_length=MAX_UNPACKED)
+        if not unpacker.eof:
+            raise ValueError(f"unpacks to more than {MAX_UNPACKED >> 20} MiB, or is cut short")
+        return json.loads(raw)
+    except (lzma.LZMAError, ValueError, RecursionError) as exc:
+        raise SourceError(f"{origin}: cannot read the published fabric: {str(exc)[:200]}") from None
 
 
 def object_name(fabric: str) -> str:
@@ -140,9 +148,10 @@ def read_fabric_from(api: Any, namespace: str, fabric: str, max_age: float,
                          f"than ibMaxAge {format_age(max_age)}: is a collector still running on that fabric?")
     nodes, cables = decode(unpack(blob, origin), origin)
     try:
-        notices = [str(n) for n in json.loads(info.get("notices") or "[]")]
-    except ValueError:
+        notices = json.loads(info.get("notices") or "[]")
+    except (ValueError, RecursionError):
         notices = []
+    notices = [str(n)[:500] for n in notices] if isinstance(notices, list) else []
     return nodes, cables, origin, notices
 
 

@@ -11,6 +11,7 @@ from typing import Sequence
 from pydantic import field_validator, model_validator
 
 from labeler.errors import SourceError
+from labeler.labelvalues import is_valid_value
 from labeler.model import Discovery
 from labeler.nodes import Node
 from labeler.placement import pad_depths
@@ -100,8 +101,13 @@ def _carried(level: PresetLevel, nodes: Sequence[Node], placeholders: frozenset[
 
 
 def _value(node: Node, key: str, placeholders: frozenset[str] = frozenset()) -> str:
-    """The label's value, else the agent's annotation standing in for it; a placeholder is no value."""
-    value = (node.labels.get(key) or node.annotations.get(ANNOTATION_FALLBACK.get(key, ""), "")).strip()
+    """The label's value, else the agent's annotation standing in for it; a placeholder is no value. The node
+    writes that annotation itself, so only a valid label value counts (at most 63 characters)."""
+    if node.labels.get(key):
+        value = node.labels[key].strip()
+    else:
+        value = node.annotations.get(ANNOTATION_FALLBACK.get(key, ""), "").strip()
+        value = value if is_valid_value(value) else ""
     return "" if value in placeholders else value
 
 

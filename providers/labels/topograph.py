@@ -45,7 +45,7 @@ class Generation:
         """Tier number -> value, for the keys of this generation the node carries."""
         if self.fixed:
             return {i: labels[k].strip() for i, k in enumerate(self.fixed) if labels.get(k, "").strip()}
-        pattern = re.compile(re.escape(self.prefix) + r"(\d+)$")
+        pattern = re.compile(re.escape(self.prefix) + r"([0-9]+)$")
         return {int(m.group(1)): v.strip() for k, v in labels.items() if (m := pattern.match(k)) and v.strip()}
 
     def level_name(self, tier: int) -> str:

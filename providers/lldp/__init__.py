@@ -14,9 +14,10 @@ from pathlib import Path
 
 from pydantic import model_validator
 
-from labeler.errors import SourceError, TopologyError
+from labeler.documents import read_document
+from labeler.errors import InputError, SourceError
+from labeler.files import read_text
 from labeler.model import Discovery, Problem
-from labeler.nodes import read_document
 
 from ..base import Options, Source, SourceContext, parse_options
 from .facts import ANNOTATION, Neighbor, read_facts
@@ -66,10 +67,10 @@ def _fabric(opts: LldpOptions, hosts: HostFacts, mgmt: re.Pattern[str]) -> Fabri
         return fabric_from_map(read_document(opts.switch_map), opts.switch_map, aliases(hosts))
     if opts.switch_lldp:
         switches = {}
-        for name, (path, text) in _json_files(opts.switch_lldp).items():
+        for name, path in _json_files(opts.switch_lldp).items():
             try:
-                switches[name] = read_facts(text, str(path))
-            except TopologyError as exc:
+                switches[name] = read_facts(read_text(path), str(path))
+            except InputError as exc:
                 raise SourceError(str(exc)) from None
         return fabric_from_switches(switches, hosts, mgmt, opts.switch_lldp)
     return Fabric(infer_pairs=True)
@@ -89,7 +90,7 @@ def _from_annotations(ctx: SourceContext) -> tuple[HostFacts, list[Problem]]:
             continue
         try:
             hosts[node.name] = read_facts(text, f"annotation {ANNOTATION}")
-        except TopologyError as exc:
+        except InputError as exc:
             problems.append(Problem(NAME, str(exc), node.name))
     return hosts, problems
 
@@ -104,10 +105,9 @@ def _from_dir(directory: str, ctx: SourceContext) -> tuple[HostFacts, list[Probl
         if name not in files:
             problems.append(Problem(NAME, f"no file {Path(directory) / (name + '.json')}", name))
             continue
-        path, text = files[name]
         try:
-            hosts[name] = read_facts(text, str(path))
-        except TopologyError as exc:
+            hosts[name] = read_facts(read_text(files[name]), str(files[name]))
+        except InputError as exc:
             problems.append(Problem(NAME, str(exc), name))
     strays = sorted(set(files) - set(names))
     if strays:
@@ -116,15 +116,15 @@ def _from_dir(directory: str, ctx: SourceContext) -> tuple[HostFacts, list[Probl
     return hosts, problems
 
 
-def _json_files(directory: str) -> dict[str, tuple[Path, str]]:
-    """`NAME.json` files in a directory: name -> (path, text); unreadable input is a `SourceError`."""
+def _json_files(directory: str) -> dict[str, Path]:
+    """`NAME.json` files in a directory: name -> path; an unreadable directory is a `SourceError`."""
     root = Path(directory)
     if not root.is_dir():
         raise SourceError(f"{directory}: not a directory")
     try:
-        files = {p.stem: (p, p.read_text()) for p in sorted(root.glob("*.json"))}
+        files = {p.stem: p for p in sorted(root.glob("*.json"))}
     except OSError as exc:
-        raise SourceError(f"{directory}: cannot read: {exc}") from None
+        raise SourceError(f"{directory}: cannot read: {exc.strerror or exc}") from None
     if not files:
         raise SourceError(f"{directory}: no NAME.json files")
     return files

@@ -21,10 +21,15 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from labeler.errors import TopologyError
+from labeler.documents import load_json
+from labeler.errors import InputError, TopologyError
 
 ANNOTATION = "topolabel.dev/lldp-neighbors"
 VERSION = 1
+# A node writes its own facts, so they are bounded: 64 KiB is about 400 neighbours, ten times a big server's.
+# The agent's admission policy (manifests/agent/admission-policy.yaml) sets the same limit on the annotation.
+MAX_FACTS_BYTES = 65536
+MAX_NEIGHBORS = 256
 
 
 @dataclass(frozen=True, order=True)
@@ -52,17 +57,19 @@ def parse_json0(data: Any, origin: str) -> tuple[Neighbor, ...]:
     top = data.get("lldp") if isinstance(data, dict) else None
     if not isinstance(top, list):
         raise TopologyError(f"{origin}: not `lldpcli -f json0 show neighbors` output (no 'lldp' list)")
-    neighbors = []
+    neighbors: list[Neighbor] = []
     for block in top:
         entries = block.get("interface", []) if isinstance(block, dict) else None
         if not isinstance(entries, list):
             raise TopologyError(f"{origin}: 'lldp[].interface' must be a list (was it printed with -f json0?)")
+        if len(neighbors) + len(entries) > MAX_NEIGHBORS:
+            raise TopologyError(f"{origin}: more than {MAX_NEIGHBORS} neighbours")
         for i, entry in enumerate(entries):
-            if not isinstance(entry, dict) or not entry.get("name"):
+            if not isinstance(entry, dict) or not _text(entry.get("name")):
                 raise TopologyError(f"{origin}: lldp interface entry {i} has no 'name'")
             chassis, port = _first(entry.get("chassis")), _first(entry.get("port"))
             neighbors.append(Neighbor(
-                interface=str(entry["name"]),
+                interface=_text(entry["name"]),
                 chassis_name=_value(chassis.get("name")),
                 chassis_id=_value(chassis.get("id")),
                 port_id=_value(port.get("id")),
@@ -77,7 +84,7 @@ def _first(items: Any) -> dict[str, Any]:
 
 
 def _value(items: Any) -> str:
-    return str(_first(items).get("value") or "").strip()
+    return _text(_first(items).get("value"))
 
 
 def to_json(neighbors: Iterable[Neighbor]) -> str:
@@ -92,11 +99,13 @@ def from_facts(data: Any, origin: str) -> tuple[Neighbor, ...]:
     rows = data.get("neighbors") if isinstance(data, dict) else None
     if not isinstance(rows, list) or data.get("version") != VERSION:
         raise TopologyError(f"{origin}: expected {{\"version\": {VERSION}, \"neighbors\": [...]}}")
+    if len(rows) > MAX_NEIGHBORS:
+        raise TopologyError(f"{origin}: more than {MAX_NEIGHBORS} neighbours")
     neighbors = []
     for i, row in enumerate(rows):
-        if not isinstance(row, dict) or not row.get("interface"):
+        if not isinstance(row, dict) or not _text(row.get("interface")):
             raise TopologyError(f"{origin}: neighbors[{i}] has no 'interface'")
-        neighbor = Neighbor(str(row["interface"]), _text(row.get("chassisName")), _text(row.get("chassisId")),
+        neighbor = Neighbor(_text(row["interface"]), _text(row.get("chassisName")), _text(row.get("chassisId")),
                             _text(row.get("portId")), _text(row.get("portDescr")))
         if not neighbor.switch:
             raise TopologyError(f"{origin}: neighbors[{i}] has neither chassisName nor chassisId")
@@ -105,15 +114,19 @@ def from_facts(data: Any, origin: str) -> tuple[Neighbor, ...]:
 
 
 def _text(value: Any) -> str:
-    return str(value).strip() if value else ""
+    return str(value).strip() if isinstance(value, (str, int, float)) and value else ""
 
 
 def read_facts(text: str, origin: str) -> tuple[Neighbor, ...]:
-    """Neighbours from either format: the facts JSON or raw `lldpcli -f json0 show neighbors` output."""
+    """Neighbours from either format: the facts JSON or raw `lldpcli -f json0 show neighbors` output.
+
+    The text may come from a hostile node: it is size-limited and parsed without recursion."""
+    if len(text) > MAX_FACTS_BYTES:
+        raise TopologyError(f"{origin}: {len(text)} bytes; LLDP facts are at most {MAX_FACTS_BYTES}")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TopologyError(f"{origin}: not valid JSON: {exc}") from None
+        data = load_json(text, origin)
+    except InputError as exc:
+        raise TopologyError(str(exc)) from None
     if isinstance(data, dict) and "lldp" in data:
         return parse_json0(data, origin)
     return from_facts(data, origin)

@@ -24,7 +24,7 @@ RACK = "rack"
 BLOCK = "block"
 PAIR_JOIN = "_"
 # Management and out-of-band ports, by interface name. Not `enp..s..f..`: ConnectX data ports are named so.
-DEFAULT_MGMT = r"(?i)^(eno\d|mgmt|management|ipmi|bmc|idrac|ilo|oob)"
+DEFAULT_MGMT = r"(?i)^(eno[0-9]|mgmt|management|ipmi|bmc|idrac|ilo|oob)"
 
 
 @dataclass

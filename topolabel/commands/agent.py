@@ -8,10 +8,11 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 from labeler.errors import TopologyError
-from labeler.kube import call_with_retries, connect, patch_node
+from labeler.kube import call_with_retries, patch_node
 from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION, read_clique
 from providers.infiniband import ANNOTATION as IB_ANNOTATION, DEFAULT_NAMESPACE
 from providers.infiniband.sysfs import guid_entries, read_devices
@@ -20,6 +21,9 @@ from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
 from ..ibcollector import Collector, Settings, parse_fabric_names, run as run_collector
 from . import COMMANDS
+from .common import add_timeouts, connect
+
+FIELD_MANAGER = "topolabel-agent"  # the admission policy lets this manager's managedFields entry hold its keys only
 
 EXAMPLES = """examples:
   NODE_NAME=gpu-001 topolabel agent --once                   # one round, then exit
@@ -36,6 +40,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     parser.add_argument("--node-name", help="this node's name (default: $NODE_NAME, from the downward API)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: the in-cluster account)")
     parser.add_argument("--context", help="kubeconfig context")
+    add_timeouts(parser)
     parser.add_argument("--lldpcli", default="lldpcli", metavar="PATH", help="lldpcli to run (default: lldpcli)")
     parser.add_argument("--lldp-socket", metavar="PATH", help="lldpd's control socket (default: lldpcli's own)")
     parser.add_argument("--no-lldp", dest="lldp", action="store_false", help="do not publish LLDP neighbours")
@@ -64,6 +69,8 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     parser.add_argument("--resync", type=float, default=3600.0, metavar="SECONDS",
                         help="patch even unchanged facts this often, to restore a removed annotation (default: 3600)")
     parser.add_argument("--once", action="store_true", help="one round, then exit; errors exit non-zero")
+    parser.add_argument("--alive-file", metavar="PATH", type=Path,
+                        help="touch this file after every round (for a liveness probe: the loop still turns)")
     parser.add_argument("--print", dest="print_only", action="store_true",
                         help="print the facts JSON to stdout instead of patching the Node")
     parser.set_defaults(run=run)
@@ -94,10 +101,13 @@ def run(args: argparse.Namespace) -> int:
         agent = Agent(collectors[LLDP_ANNOTATION], lambda value: print(value, flush=True))
     else:
         node = node_name(args)
-        api = connect(args.kubeconfig, args.context)
-        agent = Agent(collect, lambda value: call_with_retries(lambda: patch_node(api, node, annotation_patch(value))),
-                      resync=args.resync)
-    return run_agent(agent, args.interval, args.once, log=sys.stderr)
+        api = connect(args)
+
+        def publish(value: dict[str, str | None]) -> None:
+            call_with_retries(lambda: patch_node(api, node, annotation_patch(value), field_manager=FIELD_MANAGER))
+
+        agent = Agent(collect, publish, resync=args.resync)
+    return run_agent(agent, args.interval, args.once, log=sys.stderr, alive=args.alive_file)
 
 
 def node_name(args: argparse.Namespace) -> str:
@@ -118,7 +128,7 @@ def run_ib_collector(args: argparse.Namespace) -> int:
                         identity=os.environ.get("POD_NAME") or f"{node}-{socket.gethostname()}-{os.getpid()}",
                         sysfs=args.sysfs, named=parse_fabric_names(args.ib_fabric), interval=args.interval,
                         lease_duration=args.lease_duration, ibnetdiscover=args.ibnetdiscover, timeout=args.ib_timeout)
-    collector = Collector(connect(args.kubeconfig, args.context), settings, log=sys.stderr)
+    collector = Collector(connect(args), settings, log=sys.stderr)
     signal.signal(signal.SIGTERM, _exit)
     try:
         return run_collector(collector)

@@ -6,12 +6,12 @@ import argparse
 import sys
 
 from labeler.apply import apply_plan
-from labeler.kube import connect, patch_node
+from labeler.kube import patch_node
 
 from ..output import emit, plan_table
 from ..progress import terminal
 from . import COMMANDS
-from .common import config_of
+from .common import config_of, connect
 from .plan import build, plan_parents
 
 EXAMPLES = """examples:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cfg = config_of(args)
     plan = build(args)
-    api = connect(args.kubeconfig, args.context)
+    api = connect(args)
     result = apply_plan(plan, lambda name, body: patch_node(api, name, body, args.dry_run),
                         concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries,
                         progress=terminal())
@@ -45,7 +45,14 @@ def run(args: argparse.Namespace) -> int:
         verb = "would write" if args.dry_run else "wrote"
         print(f"{verb} {len(result.written)} node(s), {len(result.failed)} failed, {result.retries} retried")
         for node, error in sorted(result.failed.items()):
-            print(f"  {node}: {error}", file=sys.stderr)
+            print(f"  {node}: {error}")
     else:
         emit(report, args.output)
+    if result.unreachable:  # no answer: whether those writes landed is unknown - an error, not a refusal
+        first = sorted(result.unreachable)[0]
+        print(f"topolabel apply: error: {len(result.unreachable)} node(s) got no answer (e.g. {first}: "
+              f"{result.failed[first]}); the report above says what was written", file=sys.stderr)
+        return 2
+    if result.failed:
+        print(f"topolabel apply: {len(result.failed)} node(s) not written; the report above says why", file=sys.stderr)
     return 1 if result.failed else 0

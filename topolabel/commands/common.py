@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 from functools import lru_cache
+from typing import Any
 
 from labeler.config import Config
 from labeler.errors import InputError
 from labeler.model import Snapshot
 from labeler.nodes import Node, load_nodes_file
+from labeler.timeouts import Timeouts
 from providers.registry import SOURCES, get_source
 
 from ..output import FORMATS
@@ -37,7 +39,28 @@ def cluster_parent() -> argparse.ArgumentParser:
     group.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output; no cluster needed")
     group.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     group.add_argument("--context", help="kubeconfig context")
+    add_timeouts(group)
     return parser
+
+
+def add_timeouts(group: argparse._ActionsContainer) -> None:
+    """--connect-timeout and --request-timeout: every call to the API server ends within them."""
+    group.add_argument("--connect-timeout", type=seconds, default=Timeouts.connect, metavar="SECONDS",
+                       help=f"seconds to wait for a connection to the API server (default: {Timeouts.connect:g})")
+    group.add_argument("--request-timeout", type=seconds, default=Timeouts.read, metavar="SECONDS",
+                       help="seconds to wait for each answer of the API server, its whole body included "
+                            f"(default: {Timeouts.read:g})")
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (an argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def source_parent() -> argparse.ArgumentParser:
@@ -85,11 +108,13 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
     return list_nodes(api)
 
 
-def connect(args: argparse.Namespace) -> object:
-    """An API client for --kubeconfig/--context; the Kubernetes client loads only here (start-up time)."""
+def connect(args: argparse.Namespace, pool: int = 64) -> Any:
+    """An API client for --kubeconfig/--context with the command's timeouts; the Kubernetes client loads only
+    here (start-up time)."""
     from labeler.kube import connect as kube_connect
 
-    return kube_connect(getattr(args, "kubeconfig", None), getattr(args, "context", None))
+    timeouts = Timeouts(getattr(args, "connect_timeout", Timeouts.connect), getattr(args, "request_timeout", Timeouts.read))
+    return kube_connect(getattr(args, "kubeconfig", None), getattr(args, "context", None), pool, timeouts)
 
 
 def given_source_flags(args: argparse.Namespace) -> list[str]:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from labeler.config import config_issues
-from labeler.nodes import read_document
+from labeler.documents import read_document
 from labeler.validation import Issue
 from providers.registry import option_models
 

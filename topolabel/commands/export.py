@@ -8,7 +8,7 @@ from pathlib import Path
 
 from exporters.base import Exporter
 from exporters.registry import all_exporters
-from kueue_config.files import read_dir, render, stream, write_dir
+from kueue_config.files import read_dir, render, stream
 
 from ..output import problems_table
 from ..progress import terminal
@@ -39,9 +39,9 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
         exporter.add_arguments(target)
         if exporter.objects:
             target.add_argument("--output-dir", metavar="DIR",
-                                help="write one file per object and a kustomization (default: YAML on stdout); "
-                                     "use a directory of its own, since files topolabel wrote there before and "
-                                     "no longer generates are removed")
+                                help="write one file per object and add them to the kustomization (default: YAML "
+                                     "on stdout); files this export wrote before and no longer generates are removed, "
+                                     "no other file is touched")
         target.set_defaults(run=run, exporter=exporter)
 
 
@@ -59,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.output_dir:
         sys.stdout.write(stream(result.objects, terminal()))
         return 0
-    directory = Path(args.output_dir)
-    write_dir(directory, render(result.objects, terminal()), read_dir(directory))
-    print(f"{directory}: {len(result.objects)} object(s) written", file=sys.stderr)
+    generator = f"export {exporter.name}"
+    directory = read_dir(Path(args.output_dir), generator)
+    gone = directory.write(render(result.objects, generator, prefix=f"{exporter.name}-", progress=terminal()))
+    removed = f", {len(gone)} superseded removed" if gone else ""
+    print(f"{directory.path}: {len(result.objects)} object(s) written{removed}", file=sys.stderr)
     return 0

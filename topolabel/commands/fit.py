@@ -18,6 +18,7 @@ from kueue_config.tas.render_tree import short_names
 from kueue_config.tas.setup import Queue, TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
+from labeler.files import read_text
 
 from ..output import console, emit, name_column
 from . import COMMANDS
@@ -135,7 +136,7 @@ def print_report(workload: Workload, report: FitReport) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
     gates = Gates.parse(args.kueue_feature_gates)
-    docs = jobfile.load(jobfile.read_text(args.file), args.file)
+    docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
     nodes = cluster_nodes(args)
     ctx = tas_context(args, cfg, nodes)

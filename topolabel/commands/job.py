@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from rich.markup import escape
 
@@ -15,10 +14,12 @@ from kueue_config.tas.lint import ERROR, WARNING, LintContext, lint, summary
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
+from labeler.files import read_text, write_atomic
 
 from ..output import FORMATS, console, emit, table
 from ..pipeline import read_config
 from . import COMMANDS
+from .common import add_timeouts
 from .tas_common import TASContext, tas_context, tas_parent
 
 EXAMPLES = """examples:
@@ -34,6 +35,7 @@ def _source_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="topolabel.yaml (level names, key prefix)")
     parser.add_argument("--kubeconfig", metavar="FILE", help="read the Kueue set-up from this cluster")
     parser.add_argument("--context", help="kubeconfig context")
+    add_timeouts(parser)
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -47,7 +49,10 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     ann.add_argument("file", metavar="FILE", help="job YAML (Job, JobSet, PyTorchJob, LeaderWorkerSet, RayJob, "
                                                   "RayCluster; several documents allowed; - for stdin)")
     ann.add_argument("--queue", required=True, help="LocalQueue name (the kueue.x-k8s.io/queue-name label)")
-    ann.add_argument("--within", required=True, metavar="LEVEL", help="level name (block) or node label key")
+    where = ann.add_mutually_exclusive_group(required=True)
+    where.add_argument("--within", metavar="LEVEL", help="level name (block) or node label key")
+    where.add_argument("--required", metavar="LEVEL",
+                       help="--within LEVEL, named as Kueue's podset-required-topology (not with --preferred)")
     ann.add_argument("--preferred", action="store_true",
                      help="prefer LEVEL but let Kueue climb to a larger domain or spread when it does not fit")
     ann.add_argument("--slice-size", type=int, metavar="N", help="pods per slice (a divisor of the pod count)")
@@ -91,14 +96,16 @@ def _resolve(level: str, keys: tuple[tuple[str, ...], ...] | None, ctx: TASConte
 
 
 def run_annotate(args: argparse.Namespace) -> int:
-    text = jobfile.read_text(args.file)
+    if args.required and args.preferred:
+        raise TopologyError("--required and --preferred contradict each other: use --within LEVEL --preferred")
+    text = read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)
     ctx = tas_context(args, read_config(args.config))
     notes: list[str] = []
     for workload in workloads:
         keys = _keys(ctx, workload, args.queue, args.topology)
-        level = _resolve(args.within, keys, ctx)
+        level = _resolve(args.within or args.required, keys, ctx)
         slice_level = _resolve(args.slice_within, keys, ctx) if args.slice_within else None
         request = TASRequest(args.queue, level, args.preferred, args.slice_size, slice_level)
         notes += annotate(workload, request, keys[0] if keys and len(keys) == 1 else None)
@@ -107,7 +114,7 @@ def run_annotate(args: argparse.Namespace) -> int:
                          "--snapshot or --kubeconfig)")
     out = jobfile.dump(docs, explicit_start=text.lstrip().startswith("---"), indent=jobfile.guess_indent(text))
     if args.in_place and args.file != "-":
-        Path(args.file).write_text(out)
+        write_atomic(args.file, out)
     else:
         sys.stdout.write(out)
     for note in notes:
@@ -116,7 +123,7 @@ def run_annotate(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    docs = jobfile.load(jobfile.read_text(args.file), args.file)
+    docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
     ctx = tas_context(args, read_config(args.config))
     findings = []

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from kueue_config.files import diff, read_dir, render, stream, superseded, write_dir
+from kueue_config.files import diff, read_dir, render, stream
 from kueue_config.objects import generate
 from labeler.errors import InputError
 
@@ -15,6 +15,7 @@ from ..output import problems_table
 from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
+GENERATOR = "kueue"
 EXAMPLES = """examples:
   topolabel kueue --snapshot snap.json --nodes examples/nodes.yaml --output-dir gitops/kueue
   topolabel kueue --source labels --preset gke --nodes nodes.yaml -o yaml | kubectl apply -f -
@@ -69,19 +70,18 @@ def run(args: argparse.Namespace) -> int:
         json.dump({"apiVersion": "v1", "kind": "List", "items": result.objects}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    directory = Path(args.output_dir)
-    new, old = render(result.objects), read_dir(directory)
+    directory = read_dir(Path(args.output_dir), GENERATOR)
+    new = render(result.objects, GENERATOR)
     if args.check:
-        changes = diff(old, new)
+        changes = diff(directory.current(), directory.target(new))
         if changes:
             sys.stdout.write(changes)
-            print(f"{directory}: differs from what would be generated; run without --check", file=sys.stderr)
+            print(f"{directory.path}: differs from what would be generated; run without --check", file=sys.stderr)
             return 1
-        print(f"{directory}: up to date ({len(new)} files)", file=sys.stderr)
+        print(f"{directory.path}: up to date ({len(new) + 1} files)", file=sys.stderr)
         return 0
-    gone = superseded(old, new)
-    write_dir(directory, new, old)
-    print(f"{directory}: {len(new)} files written", file=sys.stderr)
+    gone = directory.write(new)
+    print(f"{directory.path}: {len(new) + 1} files written", file=sys.stderr)
     for name in gone:
         print(f"  superseded and removed: {name} (a field Kueue cannot change in place changed; the "
               "ClusterQueue now points at the new object)", file=sys.stderr)

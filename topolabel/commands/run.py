@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from pythonjsonlogger.json import JsonFormatter
 
+from labeler.timeouts import Timeouts
+
 from ..operator.settings import RunOptions, operator_namespace
 from . import COMMANDS
+from .common import seconds
 
 EXAMPLES = """examples:
   topolabel run --source labels --preset gke --kubeconfig ~/.kube/config
@@ -27,12 +31,15 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     group = parser.add_argument_group("operator")
     group.add_argument("--name", default="default",
                        help="the TopologyLabeler whose spec is the config, if it exists (default: default)")
-    group.add_argument("--resync", type=_positive, default=300.0, metavar="SECONDS",
+    group.add_argument("--resync", type=seconds, default=300.0, metavar="SECONDS",
                        help="full resync interval (default: 300)")
-    group.add_argument("--source-timeout", type=_positive, default=120.0, metavar="SECONDS",
+    group.add_argument("--source-timeout", type=seconds, default=120.0, metavar="SECONDS",
                        help="give up on a discovery after this long; the last good topology stays (default: 120)")
     group.add_argument("--http", type=_address, default=("0.0.0.0", 8080), metavar="HOST:PORT",
                        help="serve /metrics, /healthz, /readyz here (default: 0.0.0.0:8080; port 0 picks one)")
+    group.add_argument("--leader-elect", action="store_true",
+                       help="run as one of several replicas: work only while holding the Lease topolabel-operator "
+                            "in the operator's namespace (the manifests run 2 replicas with it)")
     group.add_argument("--verbose", action="store_true", help="debug logging")
     group.add_argument("--log-format", choices=("text", "json"), default="text",
                        help="json: one object per line with time, level, logger, message and, where they apply, "
@@ -42,6 +49,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 def run(args: argparse.Namespace) -> int:
     from ..operator.handlers import Operator  # kopf loads in seconds; only this command needs it
+    from ..operator.leader import LeadershipLost
 
     if args.nodes:
         print("topolabel run: --nodes is a file; the operator watches a cluster (use --kubeconfig)", file=sys.stderr)
@@ -50,8 +58,14 @@ def run(args: argparse.Namespace) -> int:
     host, port = args.http
     opts = RunOptions(kubeconfig=args.kubeconfig, context=args.context, config_path=args.config, flags=vars(args),
                       name=args.name, namespace=operator_namespace(), resync=args.resync,
-                      source_timeout=args.source_timeout, http_host=host, http_port=port)
-    asyncio.run(Operator(opts).run())
+                      source_timeout=args.source_timeout, http_host=host, http_port=port,
+                      timeouts=Timeouts(args.connect_timeout, args.request_timeout), leader_election=args.leader_elect)
+    try:
+        asyncio.run(Operator(opts).run())
+    except LeadershipLost as exc:
+        # exit at once: threads still writing must not outlive the Lease (the pod restarts as a standby)
+        print(f"topolabel run: error: {exc}", file=sys.stderr, flush=True)
+        os._exit(2)
     return 0
 
 
@@ -66,13 +80,6 @@ def configure_logging(fmt: str, verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler], force=True)
     if not verbose:  # kopf logs every handled Node event at INFO
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-
-
-def _positive(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
-    return value
 
 
 def _address(text: str) -> tuple[str, int]:

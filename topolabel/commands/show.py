@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from kueue_config.tas import jobfile
@@ -18,6 +17,7 @@ from kueue_config.tas.svg import render_svg
 from kueue_config.tas.tree import build_tree
 from kueue_config.tas.workloads import workloads_in
 from labeler.errors import TopologyError
+from labeler.files import read_text, write_atomic
 from labeler.nodes import Node
 
 from ..output import console, emit
@@ -68,7 +68,7 @@ def _job(args: argparse.Namespace, setup: TASSetup, nodes: list[Node],
     """`fit`'s answer for --job, and one line that says it."""
     if not args.job:
         return None, ""
-    docs = jobfile.load(jobfile.read_text(args.job), args.job)
+    docs = jobfile.load(read_text(args.job), args.job)
     workload = workloads_in(docs, args.job)[0]
     queue = queue_of(setup, workload, args.flavor, args.topology)
     gates = Gates.parse(args.kueue_feature_gates)
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     title = "Kueue TAS: " + ", ".join(sorted({str(f.topology) for f in flavors}, key=str)) + \
         f" - {len(flavors)} flavor(s)"
     if args.svg:
-        Path(args.svg).write_text(render_svg(views, title, args.resource, job_line))
+        write_atomic(args.svg, render_svg(views, title, args.resource, job_line))
         print(f"{args.svg}: written", file=sys.stderr)
     if args.output == "table":
         con = console()

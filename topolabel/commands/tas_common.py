@@ -12,17 +12,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kueue_config.objects import generate
 from kueue_config.tas.capacity import PodUsage, parse_pods, pods_from_items
 from kueue_config.tas.setup import TASSetup
 from labeler.config import Config
+from labeler.documents import load_all
 from labeler.errors import TopologyError
+from labeler.files import read_text
 from labeler.model import Level, Snapshot
-from labeler.nodes import Node, read_items, yaml_error
+from labeler.nodes import Node, read_items
 
 from ..pipeline import read_snapshot
+from .common import connect
 
 
 def tas_parent() -> argparse.ArgumentParser:
@@ -44,18 +45,13 @@ def flavor_parent() -> argparse.ArgumentParser:
 def read_kueue_objects(path: str) -> list[dict[str, Any]]:
     """Every object in a directory of YAML files, or in one multi-document file."""
     target = Path(path)
-    files = sorted([*target.glob("*.yaml"), *target.glob("*.yml")]) if target.is_dir() else [target]
+    try:
+        files = sorted([*target.glob("*.yaml"), *target.glob("*.yml")]) if target.is_dir() else [target]
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not files or not all(f.is_file() for f in files):
         raise TopologyError(f"{path}: no YAML files (run `topolabel kueue --output-dir {path}` first)")
-    objects: list[dict[str, Any]] = []
-    for file in files:
-        try:
-            objects.extend(doc for doc in yaml.safe_load_all(file.read_text()) if isinstance(doc, dict))
-        except OSError as exc:
-            raise TopologyError(f"{file}: cannot read: {exc.strerror or exc}") from None
-        except yaml.YAMLError as exc:
-            raise TopologyError(f"{file}: cannot read: {yaml_error(exc)}") from None
-    return objects
+    return [doc for file in files for doc in load_all(read_text(file), str(file)) if isinstance(doc, dict)]
 
 
 def _uses_cluster(args: argparse.Namespace) -> bool:
@@ -84,9 +80,8 @@ def tas_context(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None 
         objects = generate(snapshot, nodes or [], cfg).objects
     elif _uses_cluster(args):
         from kueue_config.tas.cluster import list_kueue_objects
-        from labeler.kube import connect
 
-        objects = list_kueue_objects(connect(args.kubeconfig, args.context))
+        objects = list_kueue_objects(connect(args))
     origin = args.kueue_dir or args.snapshot or "cluster"
     setup = TASSetup.from_objects(objects, origin) if objects is not None else None
     known = list(snapshot.levels) if snapshot else []
@@ -118,6 +113,5 @@ def running_pods(args: argparse.Namespace) -> list[PodUsage]:
     if args.nodes:
         return []
     from kueue_config.tas.cluster import list_pods  # the Kubernetes client, only for a cluster
-    from labeler.kube import connect
 
-    return parse_pods(list_pods(connect(args.kubeconfig, args.context)), "cluster")
+    return parse_pods(list_pods(connect(args)), "cluster")

@@ -6,11 +6,10 @@ import argparse
 
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
-from labeler.nodes import read_document
 from labeler.verify import Report, compare_sources, label_drift
 
 from ..output import console, emit, name_column, table
-from ..pipeline import discover, read_config, source_options
+from ..pipeline import discover, read_config, read_snapshot, source_options
 from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
 
@@ -52,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _other(args: argparse.Namespace, nodes: list) -> Snapshot:
     if args.against:
-        return Snapshot.from_dict(read_document(args.against), args.against)
+        return read_snapshot(args.against)
     other = read_config(args.against_config)
     source, options = source_options(other, {})
     return discover(other, source, options, nodes, origin=args.against_config)

@@ -263,7 +263,8 @@ class Controller:
         """A full discovery adopted as the last good topology when its plan is safe; its plan, or None."""
         try:
             found = await self.discover(settings, list(nodes.values()), "full")
-            found, snapshot = self.topology.candidate(settings.cfg, found, nodes.keys())
+            current = {name: self.labeller.effective(node) for name, node in nodes.items()}
+            found, snapshot = self.topology.candidate(settings.cfg, found, current)
         except Exception as exc:  # noqa: BLE001 - any failure of a source keeps the last good topology
             await self.source_failed(exc)
             return None
@@ -309,7 +310,8 @@ class Controller:
         source = settings.source.name
         try:
             answer = await self.discover(settings, [node for node, _ in ask], "join")
-            merged = self.topology.join(settings.cfg, answer, names)
+            cluster = [self.labeller.effective(node) for node in self.cache.values()]
+            merged = self.topology.join(settings.cfg, answer, names, cluster)
         except Exception as exc:  # noqa: BLE001 - a failed join waits for the next full pass
             self.metrics.errors.labels(kind="source").inc()
             for node, why in ask[:LOGGED_NODES]:
@@ -334,7 +336,7 @@ class Controller:
         if not plan.changes:
             return
         result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
-                                         cfg.apply.retries, progress)
+                                         cfg.apply.retries, True, progress)
         self.labeller.record(plan, result)
         if result.written:
             await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",
@@ -397,7 +399,7 @@ class Controller:
                                   f"{len(failed)} node(s) could not be labelled, e.g. {failed[0][0]}: {failed[0][1]}")
         elif self.refused is None:
             await self.transition("LabelsInSync", True, "Synced", f"{counts['labelled']} node(s) carry their placement")
-        problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(),
+        problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(), *self.labeller.conflicts,
                     *(Problem("labels", f"write failed: {error}", node) for node, error in failed),
                     *self.kueue.problems]
         announce, self.unannounced = self.unannounced, []

@@ -10,11 +10,13 @@ Calls are counted by Kubernetes verb, the words RBAC and the audit log use, not 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+import time
+from typing import Any, Callable, Iterable, Iterator
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from labeler.errors import KubeUnreachable
 from labeler.kube import MERGE_PATCH, call_with_retries, pages, patch_node, request_json
 from labeler.nodes import Node, nodes_from_pages
 
@@ -26,13 +28,23 @@ FIELD_MANAGER = "topolabel"
 
 
 class Kube:
-    def __init__(self, api: client.ApiClient, metrics: Metrics, retries: int = 5) -> None:
+    """The operator's API calls: counted, retried patiently (timeouts and refusals too), and watched for
+    health: `failing_since` is when calls began to fail with no success since (None while they succeed)."""
+
+    def __init__(self, api: client.ApiClient, metrics: Metrics, retries: int = 5,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.api = api
         self.metrics = metrics
         self.retries = retries
+        self.clock = clock
+        self.failing_since: float | None = None
 
     def _count(self, verb: str, resource: str, code: int | str) -> None:
         self.metrics.api_calls.labels(verb=verb, resource=resource, code=str(code)).inc()
+        if code == 200:
+            self.failing_since = None
+        elif (code == "error" or int(code) >= 500) and self.failing_since is None:
+            self.failing_since = self.clock()
 
     def counted(self, verb: str, resource: str, fn: Any) -> Any:
         """Run one call (retried), counting every attempt with its outcome."""
@@ -43,10 +55,13 @@ class Kube:
             except ApiException as exc:
                 self._count(verb, resource, exc.status or "error")
                 raise
+            except KubeUnreachable:
+                self._count(verb, resource, "error")
+                raise
             self._count(verb, resource, 200)
             return out
 
-        return call_with_retries(attempt, self.retries)
+        return call_with_retries(attempt, self.retries, patient=True)
 
     def request(self, verb: str, path: str, *, body: Any = None, query: Iterable[tuple[str, str]] = (),
                 content_type: str = "application/json") -> Any:
@@ -108,6 +123,9 @@ class Kube:
             patch_node(self.api, name, body)
         except ApiException as exc:
             self._count("patch", "nodes", exc.status or "error")
+            raise
+        except KubeUnreachable:
+            self._count("patch", "nodes", "error")
             raise
         self._count("patch", "nodes", 200)
         self.metrics.node_writes.inc()

@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from labeler.apply import ApplyResult
-from labeler.model import Snapshot
-from labeler.nodes import Node
-from labeler.plan import MANAGED_ANNOTATION, NodeChange, Plan, make_plan, plan_node
+from labeler.model import Problem, Snapshot
+from labeler.nodes import MANAGED_ANNOTATION, Node
+from labeler.plan import NodeChange, Plan, make_plan, plan_node
 
 PENDING_SECONDS = 300.0
 
@@ -33,6 +33,7 @@ class Labeller:
         self.clock = clock
         self.pending: dict[str, Pending] = {}
         self.failed: dict[str, str] = {}
+        self.conflicts: list[Problem] = []  # labels the last full plan left alone: topolabel did not write them
 
     def effective(self, node: Node) -> Node:
         """The node as it is once the operator's last patch to it shows."""
@@ -59,7 +60,9 @@ class Labeller:
         self.failed.pop(name, None)
 
     def full_plan(self, snapshot: Snapshot, nodes: Iterable[Node]) -> Plan:
-        return make_plan(snapshot, [self.effective(n) for n in nodes])
+        plan = make_plan(snapshot, [self.effective(n) for n in nodes])
+        self.conflicts = plan.conflicts
+        return plan
 
     def plan_for(self, snapshot: Snapshot, nodes: Sequence[Node], total: int) -> Plan:
         """The plan for a few nodes (those an event touched); unplaced ones are left alone."""

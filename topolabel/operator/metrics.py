@@ -62,23 +62,50 @@ class Metrics:
 
 @dataclass
 class Health:
-    """What the probes answer: alive while the reconcile loop turns, ready after the first full sync."""
+    """What the probes answer.
+
+    Alive while the reconcile loop turns and the API server answers: calls failing for longer than
+    `api_grace` (2 x the request timeout) with no success between make /healthz fail, so a wedged client is
+    restarted. Ready once the first full pass is done with a valid config; a standby (waiting for the leader
+    Lease) is alive and ready, since waiting is its whole job and a rollout must not stall on it.
+    """
 
     stale_after: float
+    api_grace: float = 40.0
     heartbeat: float = field(default_factory=time.monotonic)
     ready: bool = False
+    standby: bool = False
     loop_done: Callable[[], bool] = lambda: False
+    configured: Callable[[], bool] = lambda: False
+    failing_since: Callable[[], float | None] = lambda: None
 
     def beat(self) -> None:
         self.heartbeat = time.monotonic()
 
     def alive(self) -> tuple[bool, str]:
+        since = self.failing_since()
+        if since is not None and time.monotonic() - since > self.api_grace:
+            return False, f"calls to the API server have failed for {time.monotonic() - since:.0f}s"
+        if self.standby:
+            return True, "ok (standby)"
         if self.loop_done():
             return False, "the reconcile loop has stopped"
         age = time.monotonic() - self.heartbeat
         if age > self.stale_after:
             return False, f"the reconcile loop has not turned for {age:.0f}s"
         return True, "ok"
+
+    def readiness(self) -> tuple[bool, str]:
+        alive, why = self.alive()
+        if not alive:
+            return False, why
+        if self.standby:
+            return True, "standby: another replica holds the leader Lease"
+        if not self.ready:
+            return False, "no full pass yet"
+        if not self.configured():
+            return False, "no valid config (see the TopologyLabeler's SourceAvailable condition)"
+        return True, "ready"
 
 
 async def serve(metrics: Metrics, health: Health, host: str, port: int) -> tuple[web.AppRunner, int]:
@@ -92,8 +119,8 @@ async def serve(metrics: Metrics, health: Health, host: str, port: int) -> tuple
         return web.Response(text=why + "\n", status=200 if ok else 500)
 
     async def readyz(_: web.Request) -> web.Response:
-        ok = health.ready and health.alive()[0]
-        return web.Response(text="ready\n" if ok else "not ready: no full sync yet\n", status=200 if ok else 503)
+        ok, why = health.readiness()
+        return web.Response(text=why + "\n" if ok else f"not ready: {why}\n", status=200 if ok else 503)
 
     app = web.Application()
     app.router.add_get("/metrics", get_metrics)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from labeler.config import Config
+from labeler.timeouts import Timeouts
 from providers.base import Source
 
 from ..pipeline import parse_spec, read_config, source_options
@@ -32,6 +33,8 @@ class RunOptions:
     debounce: float = 0.5
     http_host: str = "0.0.0.0"
     http_port: int = 8080
+    timeouts: Timeouts = Timeouts()
+    leader_election: bool = False  # hold the Lease `topolabel-operator` in `namespace` before working
 
 
 @dataclass(frozen=True)

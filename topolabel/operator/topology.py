@@ -10,11 +10,12 @@ discovery, so its label values are exactly what a full discovery would give.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection
+from typing import Collection, Mapping
 
 from labeler.config import Config
 from labeler.errors import TopologyError
 from labeler.model import Discovery, Snapshot
+from labeler.nodes import Node
 
 from ..pipeline import place
 
@@ -24,25 +25,27 @@ class Topology:
     found: Discovery | None = None
     snapshot: Snapshot | None = None
 
-    def candidate(self, cfg: Config, found: Discovery, cluster: Collection[str]) -> tuple[Discovery, Snapshot]:
+    def candidate(self, cfg: Config, found: Discovery, cluster: Mapping[str, Node]) -> tuple[Discovery, Snapshot]:
         """A full discovery's snapshot, with the last good placement kept for nodes it left out.
 
         When the kept placements no longer fit the new tree (a rack moved to another row), the new answer
-        is used alone; the plan's safety rules still keep those nodes' labels.
+        is used alone; the plan's safety rules still keep those nodes' labels. The cluster's nodes carry
+        the values written before, which existing domains keep.
         """
         carried = carry_over(self.found, found, cluster)
         if carried is not found:
             try:
-                return carried, place(cfg, carried)
+                return carried, place(cfg, carried, list(cluster.values()))
             except TopologyError:
                 pass
-        return found, place(cfg, found)
+        return found, place(cfg, found, list(cluster.values()))
 
     def adopt(self, found: Discovery, snapshot: Snapshot) -> None:
         self.found, self.snapshot = found, snapshot
 
-    def join(self, cfg: Config, answer: Discovery, asked: Collection[str]) -> bool:
-        """Merge a per-node answer for `asked` into the last good topology.
+    def join(self, cfg: Config, answer: Discovery, asked: Collection[str], cluster: Collection[Node]) -> bool:
+        """Merge a per-node answer for `asked` into the last good topology; the `cluster`'s existing domains
+        keep their values, so a joining domain whose name collides with one is the one that gets a hash.
 
         False when it cannot be merged (no last good discovery, or the answer has other levels): a full
         discovery is needed. A `TopologyError` means the answer would break the tree; nothing changes.
@@ -50,7 +53,7 @@ class Topology:
         if self.found is None or not compatible(self.found, answer):
             return False
         merged = merge(self.found, answer, asked)
-        self.adopt(merged, place(cfg, merged))
+        self.adopt(merged, place(cfg, merged, list(cluster)))
         return True
 
 

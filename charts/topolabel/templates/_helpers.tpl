@@ -7,6 +7,10 @@
 {{- printf "%s-agent" (include "topolabel.fullname" .) -}}
 {{- end -}}
 
+{{- define "topolabel.ibCollectorName" -}}
+{{- printf "%s-ib-collector" (include "topolabel.fullname" .) -}}
+{{- end -}}
+
 {{/* Labels on every object: the app's name (as in manifests/) and Helm's bookkeeping. */}}
 {{- define "topolabel.labels" -}}
 app.kubernetes.io/name: {{ .name }}
@@ -25,6 +29,10 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+
 
 {{- define "topolabel.agentLabels" -}}
 {{- include "topolabel.labels" (dict "ctx" . "name" (include "topolabel.agentName" .) "part" (include "topolabel.fullname" .)) -}}
+{{- end -}}
+
+{{- define "topolabel.ibCollectorLabels" -}}
+{{- include "topolabel.labels" (dict "ctx" . "name" (include "topolabel.ibCollectorName" .) "part" (include "topolabel.fullname" .)) -}}
 {{- end -}}
 
 {{- define "topolabel.image" -}}
@@ -47,9 +55,37 @@ imagePullPolicy: {{ . }}
 {{- toYaml (dict "items" $docs) -}}
 {{- end -}}
 
-{{/* The rules of the one ClusterRole in a file under files/. */}}
-{{- define "topolabel.clusterRoleRules" -}}
+{{/* The rules of the `kind` object named `name` (any, when no name is given) in a file under files/. */}}
+{{- define "topolabel.rules" -}}
+{{- $args := . -}}
 {{- range (fromYaml (include "topolabel.documents" .)).items -}}
-{{- if eq .kind "ClusterRole" }}{{ toYaml .rules }}{{ end -}}
+{{- if and (eq .kind $args.kind) (or (not $args.name) (eq .metadata.name $args.name)) }}{{ toYaml .rules }}{{ end -}}
 {{- end -}}
+{{- end -}}
+
+{{/* Fails on a cluster without ValidatingAdmissionPolicy (Kubernetes < 1.30) unless `value`.enabled is false.
+  A cluster's API list names kinds (apps/v1/Deployment); `helm template`'s default list does not, and renders
+  the policy. */}}
+{{- define "topolabel.requireAdmissionPolicy" -}}
+{{- $apis := .ctx.Capabilities.APIVersions }}
+{{- if and ($apis.Has "apps/v1/Deployment") (not ($apis.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy")) }}
+{{- fail (printf "%s needs ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, Kubernetes >= 1.30); this cluster is %s. Set %s.enabled=false to install %s without it (%s)" .value .ctx.Capabilities.KubeVersion.Version .value .what .risk) }}
+{{- end }}
+{{- end -}}
+
+{{/* The ValidatingAdmissionPolicy and its binding in a file under files/ (a link into manifests/), renamed
+  `name`, labelled `labels` and matching the requests of `user` alone (the policy's first matchCondition). */}}
+{{- define "topolabel.admissionPolicy" -}}
+{{- $args := . -}}
+{{- range (fromYaml (include "topolabel.documents" .)).items }}
+{{- $_ := set .metadata "name" $args.name }}
+{{- $_ := set .metadata "labels" (fromYaml $args.labels) }}
+{{- if eq .kind "ValidatingAdmissionPolicy" }}
+{{- $_ := set (index .spec.matchConditions 0) "expression" (printf "request.userInfo.username == %q" $args.user) }}
+{{- else }}
+{{- $_ := set .spec "policyName" $args.name }}
+{{- end }}
+---
+{{ toYaml . }}
+{{- end }}
 {{- end -}}

@@ -1,0 +1,207 @@
+"""YAML and JSON documents read safely: bounded nesting and alias expansion, plain data only, one-line errors.
+
+Every reader of a user's file goes through here. YAML is parsed by libyaml (`CSafeLoader`) where it is
+installed, many times faster than the pure-Python loader on large node lists. Before anything is built,
+the parser's event stream is scanned: nesting deeper than `MAX_DEPTH` and aliases that would expand the
+document far beyond its size (a "billion laughs" bomb) are refused in the time it takes to read the file.
+What is built is plain data (mappings, lists, strings, numbers, booleans, null): `!!binary`, `!!set` and
+dates are not, so no reader meets a type it does not expect. Error messages name the file, the line and
+the problem, never the file's content beyond the offending token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import InputError
+from .files import read_text
+
+MAX_DEPTH = 100  # real documents nest about 15 deep (a JobSet's pod template); recursion stays far away
+MAX_EXPANSION = 8  # aliases may make a document at most this many times its own size (plus a little)
+_SLACK = 10_000
+
+Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+PLAIN = (dict, list, str, int, float, bool, type(None))
+
+
+class _DataLoader(Loader):  # type: ignore[misc, valid-type]
+    """The safe loader without YAML 1.1's timestamps: `2024-01-01` stays the string it is in a label."""
+
+
+class _StringsLoader(Loader):  # type: ignore[misc, valid-type]
+    """YAML 1.2's idea of plain scalars: only true/false/null resolve; `012`, `1:30`, `0x1F` are strings."""
+
+
+def _resolvers(keep: set[str], bools: bool) -> dict[str, list[Any]]:
+    """The implicit resolvers whose tags are in `keep`; `bools`: booleans only as true/false."""
+    table: dict[str, list[Any]] = {}
+    for first, entries in yaml.resolver.Resolver.yaml_implicit_resolvers.items():
+        kept = [(tag, regexp) for tag, regexp in entries if tag.rsplit(":", 1)[-1] in keep]
+        if kept:
+            table[first] = kept
+    if bools:
+        strict = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+        for first in "tTfF":
+            table[first] = [*table.get(first, []), ("tag:yaml.org,2002:bool", strict)]
+    return table
+
+
+_DataLoader.yaml_implicit_resolvers = _resolvers({"bool", "int", "float", "null", "merge", "value"}, bools=False)
+_StringsLoader.yaml_implicit_resolvers = _resolvers({"null"}, bools=True)
+
+
+def read_document(path: str | Path, strings: bool = False) -> Any:
+    """A YAML or JSON file (or '-' for stdin) as plain data, with errors that name the file."""
+    return load(read_text(path), str(path), strings)
+
+
+def load(text: str, origin: str, strings: bool = False) -> Any:
+    """One document from YAML or JSON text. `strings`: every scalar but true/false/null stays a string."""
+    if text.lstrip().startswith(("{", "[")):
+        return load_json(text, origin)
+    docs = load_all(text, origin, strings)
+    if len(docs) > 1:
+        raise InputError(f"{origin}: {len(docs)} YAML documents; expected one")
+    return docs[0] if docs else None
+
+
+def load_json(text: str, origin: str) -> Any:
+    """A JSON document as plain data, nested at most MAX_DEPTH deep."""
+    try:
+        return _checked(json.loads(text, parse_constant=_no_constant), origin)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{origin}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:  # a number longer than Python reads, NaN
+        raise InputError(f"{origin}: not valid JSON: {str(exc).split(';')[0]}") from None
+
+
+def load_all(text: str, origin: str, strings: bool = False) -> list[Any]:
+    """Every document of a YAML stream, as plain data."""
+    check_yaml(text, origin)
+    try:
+        return [_checked(doc, origin) for doc in yaml.load_all(text, Loader=_StringsLoader if strings else _DataLoader)]
+    except yaml.YAMLError as exc:
+        raise InputError(f"{origin}: not valid YAML: {yaml_error(exc)}") from None
+    except (ValueError, OverflowError) as exc:  # an integer longer than Python reads
+        raise InputError(f"{origin}: not valid YAML: {str(exc).split(';')[0]}") from None
+
+
+def check_yaml(text: str, origin: str) -> None:
+    """Refuse YAML nested deeper than MAX_DEPTH or whose aliases expand it far beyond its size, from the
+    parser's events alone (nothing is built, and libyaml's parser keeps its own stack)."""
+    depth, events, expanded = 0, 0, 0
+    sizes: list[int] = []  # nodes under each open collection, aliases expanded
+    anchors: list[str | None] = []
+    known: dict[str, int] = {}
+    try:
+        for event in yaml.parse(text, Loader=Loader):
+            events += 1
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels (line {event.start_mark.line + 1})")
+                sizes.append(1)
+                anchors.append(event.anchor)
+                continue
+            if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+                size, anchor = sizes.pop(), anchors.pop()
+                if anchor:
+                    known[anchor] = size
+            elif isinstance(event, yaml.ScalarEvent):
+                size = 1
+                if event.anchor:
+                    known[event.anchor] = 1
+            elif isinstance(event, yaml.AliasEvent):
+                size = known.get(event.anchor, 1)
+            else:
+                continue
+            if sizes:
+                sizes[-1] += size
+            else:
+                expanded += size
+            if expanded + sum(sizes) > MAX_EXPANSION * events + _SLACK:
+                raise InputError(f"{origin}: aliases expand the document to more than {MAX_EXPANSION} times its size "
+                                 f"(line {event.start_mark.line + 1}); refused")
+    except yaml.YAMLError as exc:
+        raise InputError(f"{origin}: not valid YAML: {yaml_error(exc)}") from None
+
+
+def yaml_error(exc: Exception) -> str:
+    """A YAML parse error (PyYAML's or ruamel's) on one line: where, and what; never the file's text."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _checked(data: Any, origin: str) -> Any:
+    """`data` when it is plain data nested at most MAX_DEPTH deep; else an `InputError` naming the problem."""
+    stack = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if not isinstance(value, PLAIN):
+            raise InputError(f"{origin}: holds a {type(value).__name__} value; only mappings, lists, strings, "
+                             "numbers, booleans and null are read")
+        if isinstance(value, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels")
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+            if isinstance(value, dict) and not all(isinstance(k, PLAIN[2:]) for k in value):
+                raise InputError(f"{origin}: a mapping key that is a list or mapping; keys must be plain values")
+    return data
+
+
+# --- reading fields of parsed objects: wrong types are one-line errors naming where ---
+
+def kind_of(value: Any) -> str:
+    """How a value's type reads in a message: `a list`, `a string`, `null`."""
+    kinds = ((bool, "a boolean"), (dict, "a mapping"), (list, "a list"), (str, "a string"), ((int, float), "a number"),
+             (type(None), "null"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), f"a {type(value).__name__}")
+
+
+def mapping(value: Any, where: str) -> dict[Any, Any]:
+    """`value` as a mapping (null is an empty one); anything else is an `InputError` naming `where`."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(f"{where} must be a mapping, not {kind_of(value)}")
+    return value
+
+
+def sequence(value: Any, where: str) -> list[Any]:
+    """`value` as a list (null is an empty one)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InputError(f"{where} must be a list, not {kind_of(value)}")
+    return value
+
+
+def text(value: Any, where: str) -> str:
+    """A scalar as the string it stands for (YAML may type `8` or `true`); lists, mappings, null refused."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, int, float)):
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    raise InputError(f"{where} must be a string, not {kind_of(value)}")
+
+
+def string_map(value: Any, where: str) -> dict[str, str]:
+    """A mapping of strings (labels, annotations, quantities); scalars become the strings they stand for."""
+    items = mapping(value, where)
+    if all(type(k) is str and type(v) is str for k, v in items.items()):
+        return items
+    return {text(k, f"{where} key"): text(v, f"{where}.{k}") for k, v in items.items()}

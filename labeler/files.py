@@ -1,0 +1,109 @@
+"""Files in and out: text read as strict UTF-8, and writes that never leave a file half written.
+
+Every file topolabel writes for a user (a job rewritten in place, Kueue YAML, exports, an SVG) goes to a
+temporary file in the same directory, is flushed to disk, and only then renamed over the target. On a full
+disk or a file-size limit the rename never happens: the user's file stays byte-identical and the command
+reports one line. A set of files is written the same way: every temporary file first, then the renames.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from .errors import InputError, OutputError
+
+MAX_INPUT_BYTES = 1 << 30  # no input topolabel reads is near 1 GiB; /dev/zero and the like are
+
+
+def read_text(path: str | Path) -> str:
+    """A text file (or '-' for stdin) as a string; unreadable, too large or non-UTF-8 input is an
+    `InputError` naming the file."""
+    name = str(path)
+    try:
+        if str(path) == "-":  # a text stream without bytes underneath (a test's StringIO) is UTF-8 already
+            stdin = sys.stdin
+            data = stdin.buffer.read(MAX_INPUT_BYTES + 1) if hasattr(stdin, "buffer") else stdin.read().encode()
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{name}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Replace `path` with `text` all at once (through a symlink, its target), or raise `OutputError`."""
+    target = Path(os.path.realpath(path))
+    write_files(target.parent, {target.name: text})
+
+
+def write_files(directory: Path, files: Mapping[str, str], remove: Iterable[str] = ()) -> None:
+    """Write `files` (name -> text) into `directory` and remove `remove`, all or nothing.
+
+    Each file is written to a temporary file beside its target and synced; only when all of them are
+    on disk are they renamed into place, then the removed files go. A failure before the renames leaves
+    the directory as it was.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{directory}: cannot create the directory: {exc.strerror or exc}") from None
+    staged: list[tuple[str, Path]] = []
+    try:
+        for name, text in files.items():
+            staged.append((name, _stage(directory / name, text)))
+    except OSError as exc:
+        for _, temp in staged:
+            temp.unlink(missing_ok=True)
+        raise OutputError(f"{directory / name}: cannot write: {exc.strerror or exc}; nothing was changed") from None
+    try:
+        for name, temp in staged:
+            os.replace(temp, directory / name)
+        for name in remove:
+            (directory / name).unlink(missing_ok=True)
+        _sync_dir(directory)
+    except OSError as exc:
+        raise OutputError(f"{directory}: cannot finish writing: {exc.strerror or exc}") from None
+
+
+def _stage(target: Path, text: str) -> Path:
+    """`text` in a synced temporary file beside `target`, with the target's mode (or the umask's)."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    temp = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, _mode_for(target))
+    except OSError:
+        temp.unlink(missing_ok=True)
+        raise
+    return temp
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _sync_dir(directory: Path) -> None:
+    """Make the renames durable (a crash right after still shows the new files)."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
