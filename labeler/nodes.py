@@ -180,7 +180,7 @@ def _starts_json_object(path: str | Path) -> bool:
         return False  # read_document reports it
 
 
-STREAM_CHUNK = 4096  # bytes ijson reads at a time: the most a nesting can grow between two checks
+STREAM_CHUNK = 16384  # bytes ijson reads at a time: the most a nesting can grow between two checks
 MAX_OPEN_BRACKETS = 1000  # real node lists nest about 10 deep
 
 
