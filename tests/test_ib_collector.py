@@ -317,7 +317,8 @@ def test_a_stale_or_missing_fabric_keeps_the_labels_with_an_event_and_a_conditio
         message = condition["SourceAvailable"].message
         assert "was last discovered 2h 05m ago by the collector on gpu-x, longer than ibMaxAge 10m 00s" in message
         assert "nothing removed, labelling from the last good topology" in message
-        assert any("2h 05m ago" in m for m in events(cluster, "InputStale"))
+        # the Event is posted after the condition, by kopf's event poster
+        wait_until(lambda: any("2h 05m ago" in m for m in events(cluster, "InputStale")), 30, "the InputStale Event")
         op.wait_passes(op.passes() + 2)
         assert leafgroups(cluster) == labelled
 
