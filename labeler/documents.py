@@ -181,6 +181,14 @@ def mapping(value: Any, where: str) -> dict[Any, Any]:
     return value
 
 
+def entry(value: Any, where: str) -> dict[Any, Any]:
+    """A list element that must be a mapping: unlike a missing field, a null element is an error (the API
+    server refuses it, and later code would meet None where it reads a mapping)."""
+    if value is None:
+        raise InputError(f"{where} must be a mapping, not null")
+    return mapping(value, where)
+
+
 def sequence(value: Any, where: str) -> list[Any]:
     """`value` as a list (null is an empty one)."""
     if value is None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from labeler.documents import kind_of, mapping, sequence, string_map, text
+from labeler.documents import entry, kind_of, mapping, sequence, string_map, text
 from labeler.errors import InputError, TopologyError
 
 PREFIX = "kueue.x-k8s.io/"
@@ -140,7 +140,7 @@ def check_pod_spec(spec: Any, where: str) -> None:
     for section in ("containers", "initContainers"):
         for i, container in enumerate(sequence(spec.get(section), f"{where}.{section}")):
             at = f"{where}.{section}[{i}]"
-            container = mapping(container, at)
+            container = entry(container, at)
             resources = mapping(container.get("resources"), f"{at}.resources")
             for kind in ("limits", "requests"):
                 string_map(resources.get(kind), f"{at}.resources.{kind}")
@@ -149,7 +149,7 @@ def check_pod_spec(spec: Any, where: str) -> None:
     string_map(spec.get("overhead"), f"{where}.overhead")
     string_map(spec.get("nodeSelector"), f"{where}.nodeSelector")
     for i, toleration in enumerate(sequence(spec.get("tolerations"), f"{where}.tolerations")):
-        string_map(toleration, f"{where}.tolerations[{i}]")
+        string_map(entry(toleration, f"{where}.tolerations[{i}]"), f"{where}.tolerations[{i}]")
     if spec.get("nodeName") is not None:
         text(spec["nodeName"], f"{where}.nodeName")
     at = f"{where}.affinity.nodeAffinity"
@@ -158,8 +158,8 @@ def check_pod_spec(spec: Any, where: str) -> None:
     required = mapping(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), at)
     for i, term in enumerate(sequence(required.get("nodeSelectorTerms"), f"{at}.nodeSelectorTerms")):
         term_at = f"{at}.nodeSelectorTerms[{i}]"
-        for j, expr in enumerate(sequence(mapping(term, term_at).get("matchExpressions"), f"{term_at}.matchExpressions")):
-            _check_expression(mapping(expr, f"{term_at}.matchExpressions[{j}]"), f"{term_at}.matchExpressions[{j}]")
+        for j, expr in enumerate(sequence(entry(term, term_at).get("matchExpressions"), f"{term_at}.matchExpressions")):
+            _check_expression(entry(expr, f"{term_at}.matchExpressions[{j}]"), f"{term_at}.matchExpressions[{j}]")
 
 
 def _check_expression(expr: Mapping[str, Any], where: str) -> None:
