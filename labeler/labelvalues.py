@@ -137,8 +137,8 @@ def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, i
 def _kept_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, int]]) -> dict[str, str]:
     """The values identities keep from `current`: each its most carried candidate, each value once."""
     claims: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for identity in sorted(names):
-        carried = current.get(identity) or {}
+    for identity in sorted(i for i in names if current.get(i)):  # candidates cost a hash: only where values are
+        carried = current[identity]
         allowed = candidates(identity, names[identity])
         best = sorted(((-n, v) for v, n in carried.items() if v in allowed and n > 0), key=lambda c: c)
         if best:

@@ -146,8 +146,8 @@ def _levels(raw: Any, origin: str) -> tuple[Level, ...]:
 
 
 def _node_name(name: Any, origin: str) -> str:
-    if not isinstance(name, str) or not name or len(name) > MAX_NODE_NAME or not name.isprintable() \
-            or any(ch.isspace() for ch in name):
+    # a printable string's only whitespace is " " (checked over every code point)
+    if not isinstance(name, str) or not name or len(name) > MAX_NODE_NAME or not name.isprintable() or " " in name:
         raise TopologyError(f"{origin}: node name {str(name)[:80]!r} is not a Kubernetes node name")
     return name
 
