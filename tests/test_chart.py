@@ -1,7 +1,7 @@
 """The Helm chart (charts/topolabel): its values schema is generated from the config model and current;
 `helm lint`; the default values and the ci/ variants rendered and applied with a server-side dry run to a
 real API server; a real `helm install` creating every object; and no drift from the kustomize manifests.
-helm is built from its Go module by hack/build-helm (.ci/setup.d)."""
+helm is built from its Go module by hack/build-tool (.ci/setup.d/30-tools.sh)."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_versions_agree() -> None:
 
 @pytest.fixture(scope="session")
 def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A function running the helm binary hack/build-helm made, with its own config and cache dirs."""
+    """A function running the helm binary hack/build-tool made, with its own config and cache dirs."""
     found = os.environ.get("TOPOLABEL_HELM") or (str(CACHE / "bin" / "helm") if (CACHE / "bin" / "helm").exists()
                                                  else shutil.which("helm"))
     if not found:
