@@ -30,13 +30,13 @@ from urllib3.exceptions import HTTPError
 from labeler.errors import InputError, SourceError, TopolabelError
 from labeler.kube import api_error
 from labeler.lease import Keeper, Lease
+from labeler.names import MANAGED_BY
 from labeler.shards import publish, read_manifest, touch
 from providers.infiniband.command import run_ibnetdiscover
 from providers.infiniband.parse import Nodes, read_fabric
 from providers.infiniband.published import FABRIC_LABEL, FORMAT, TIME_FORMAT, encode, object_name, pack, to_bytes
 from providers.infiniband.sysfs import Device, read_devices
 
-MANAGED_BY = {"app.kubernetes.io/managed-by": "topolabel"}
 FABRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
 
 
