@@ -22,6 +22,12 @@ MAX_INPUT_BYTES = 1 << 30  # no input topolabel reads is near 1 GiB; /dev/zero a
 def read_text(path: str | Path) -> str:
     """A text file (or '-' for stdin) as a string; unreadable, too large or non-UTF-8 input is an
     `InputError` naming the file."""
+    return text_of(read_bytes(path), str(path))
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """A file (or '-' for stdin) as it is, for decoders that read bytes; unreadable or too large input is an
+    `InputError` naming the file."""
     name = str(path)
     try:
         if str(path) == "-":  # a text stream without bytes underneath (a test's StringIO) is UTF-8 already
@@ -34,6 +40,11 @@ def read_text(path: str | Path) -> str:
         raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_INPUT_BYTES:
         raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+    return data
+
+
+def text_of(data: bytes, name: str) -> str:
+    """`data` read from the file `name`, as strict UTF-8 text."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from typing import Mapping
+from typing import Collection, Mapping
 
 from .errors import TopologyError
 
@@ -40,6 +40,16 @@ def short_hash(text: str) -> str:
 
 def is_valid_value(value: str) -> bool:
     return len(value) <= MAX_VALUE and bool(_VALUE_RE.match(value))
+
+
+def all_valid_values(values: Collection[str]) -> bool:
+    """Whether every one of `values` is a non-empty label value. Letters and digits alone (the hashes GKE's
+    topology labels carry) are valid at any length up to the limit, so such values are checked all at once
+    (100,000: a few ms instead of 60); others one at a time."""
+    if "" in values or max(map(len, values), default=0) > MAX_VALUE:
+        return False
+    joined = "".join(values)
+    return (joined.isascii() and joined.encode().isalnum()) or all(map(is_valid_value, values))  # bytes: no Unicode
 
 
 def qualified_name_problems(key: str) -> list[str]:

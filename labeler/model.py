@@ -7,7 +7,7 @@ met on the way. Its dict form is the fixed snapshot format that `topolabel disco
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 # Level names that hold an accelerator (multi-node NVLink) domain: the labels source's `nvlink` preset
 # (`nvidia.com/gpu.clique`), AWS's UltraServer `capacity-block` and Topograph's `accelerator`. Exports treat them as the unit a job
@@ -84,9 +84,8 @@ class Discovery:
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:
     """Errors for every domain with more than one parent; Kueue TAS needs a strict tree."""
     levels = tuple(levels)
-    if all(len({p[d] for p in paths.values()}) == len({p[d - 1:d + 1] for p in paths.values()})
-           for d in range(1, len(levels))):
-        return []  # as many (parent, domain) pairs as domains at every level: a tree, nothing to report
+    if is_tree(list(zip(*paths.values()))):
+        return []
     parents: list[dict[str, dict[str, str]]] = [{} for _ in levels]
     for node in sorted(paths):
         path = paths[node]
@@ -101,3 +100,16 @@ def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) ->
                 where = ", ".join(f"{levels[depth - 1].name} {p!r} (node {n})" for p, n in sorted(owners.items()))
                 errors.append(f"{levels[depth].name} {value!r} sits under more than one {levels[depth - 1].name}: {where}")
     return errors
+
+
+def is_tree(columns: Sequence[Sequence[str]]) -> bool:
+    """Whether every domain has one parent, from each level's values (one per node, coarsest level first): as
+    many (parent, domain) pairs as domains at every level. Whole columns at a time, no loop per node."""
+    return all(_one_parent_each(parent, child) for parent, child in zip(columns, columns[1:]))
+
+
+def _one_parent_each(parent: Sequence[str], child: Sequence[str]) -> bool:
+    """Whether each distinct value of `child` sits beside one value of `parent` (a domain per node, as hosts
+    are, has one parent without counting pairs)."""
+    domains = len(set(child))
+    return domains == len(child) or domains == len(set(zip(parent, child)))

@@ -7,10 +7,9 @@ from typing import Any, Callable, Mapping, Sequence
 from labeler.config import Config, load_config, parse_config
 from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
-from labeler.documents import read_document
 from labeler.names import snake
 from labeler.nodes import Node
-from labeler.placement import level_keys, snapshot_from_dict, to_snapshot
+from labeler.placement import level_keys, to_snapshot
 from labeler.progress import Progress, quiet
 from providers.base import Source, SourceContext
 from providers.registry import get_source, option_models
@@ -63,5 +62,8 @@ def place(cfg: Config, found: Discovery, nodes: Sequence[Node] = ()) -> Snapshot
 
 
 def read_snapshot(path: str) -> Snapshot:
-    """A snapshot file, checked like discovery output (it is untrusted input)."""
-    return snapshot_from_dict(read_document(path), path)
+    """A snapshot file, checked like discovery output (it is untrusted input); its decoder, msgspec, loads
+    only here (start-up time)."""
+    from labeler.snapshotfile import read_snapshot as read
+
+    return read(path)
