@@ -13,6 +13,7 @@ reproduces locally.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -29,6 +30,7 @@ from labeler.nodes import MANAGED_ANNOTATION, Node, parse_nodes
 from labeler.placement import snapshot_from_dict, to_snapshot
 from labeler.plan import make_plan, owned_keys
 from labeler.shards import Manifest
+from labeler.snapshotfile import parse_snapshot
 from providers.gpu_clique import parse_cliques
 from providers.infiniband.hosts import guid_map_from
 from providers.infiniband.parse import parse_ibnetdiscover, parse_node_name_map
@@ -164,3 +166,41 @@ def test_values_of_labelled_domains_are_stable_when_nodes_join(first: dict[str, 
         racks.setdefault(rack, set()).add(after.nodes[node]["rack"])
     assert all(len(values) == 1 for values in racks.values())
     assert len({next(iter(v)) for v in racks.values()}) == len(racks)
+
+
+# --- the snapshot file reader ---------------------------------------------------------------------
+
+SNAPSHOT_VALUES = VALUES | ODD | st.sampled_from(["abc\n", "x" * 63, "A.b_c", "-a", "é", "b1 "])
+
+
+@st.composite
+def snapshot_documents(draw: Any) -> Any:
+    """Snapshot files as discover writes them, with any part replaced by anything: wrong types, odd names and
+    values, domains under two parents, unknown keys."""
+    levels = draw(st.sampled_from([LEVELS, LEVELS[:1], LEVELS[::-1], (Level("block", "kubernetes.io/hostname"),)]))
+    names = draw(st.lists(NAMES | ODD, max_size=6))
+    doc = {"levels": [{"name": lv.name, "label": lv.label} for lv in levels],
+           "nodes": {name: {lv.name: draw(SNAPSHOT_VALUES) for lv in levels} for name in names},
+           "problems": draw(st.lists(st.fixed_dictionaries({}, optional={"node": NAMES | st.none(), "source": SCALARS,
+                                                                          "message": st.text(max_size=5)}), max_size=2))}
+    for key in draw(st.lists(st.sampled_from(["levels", "nodes", "problems", "extra"]), max_size=2)):
+        doc[key] = draw(DATA)
+    if doc["nodes"] and isinstance(doc["nodes"], dict) and draw(st.booleans()):
+        doc["nodes"][draw(st.sampled_from(sorted(doc["nodes"], key=str)))] = draw(DATA)
+    return doc
+
+
+@given(snapshot_documents() | DATA)
+def test_the_snapshot_file_reader_agrees_with_the_generic_one(document: Any) -> None:
+    """msgspec's typed path (labeler.snapshotfile) accepts only what snapshot_from_dict accepts, with the same
+    snapshot, and whatever it refuses is refused with the generic reader's message."""
+    text = json.dumps(document)
+    assert _outcome(lambda: parse_snapshot(text.encode(), "f")) == _outcome(lambda: snapshot_from_dict(load(text, "f"), "f"))
+
+
+def _outcome(read: Any) -> Any:
+    """A reader's result, or its error's type and message."""
+    try:
+        return read()
+    except TopolabelError as exc:
+        return type(exc).__name__, str(exc)
