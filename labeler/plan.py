@@ -26,8 +26,8 @@ from .nodes import MANAGED_ANNOTATION, Node
 
 @dataclass(slots=True)  # a first labelling of 100,000 nodes holds 100,000 of them
 class NodeChange:
-    """One node's change. In a plan, changes with equal `remove` or `managed` lists share one list (100,000
-    first labellings: 14 MB less), so the lists are never modified in place."""
+    """One node's change. The changes of a plan share equal `remove` and `managed` lists, so they are never
+    modified in place."""
 
     node: str
     set: dict[str, str] = field(default_factory=dict)
@@ -103,33 +103,53 @@ def plan_node(node: Node, desired: dict[str, str], before: list[str] | None = No
 def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
     problems = list(snapshot.problems)
     reported = {p.node for p in problems if p.node}
+    planner = _Planner(snapshot)
     changes: list[NodeChange] = []
-    clashes: list[Problem] = []
-    lists: dict[tuple[str, ...], list[str]] = {}  # one list object per content, shared by the changes
     unchanged = 0
     for node in sorted(nodes, key=attrgetter("name")):
-        if node.name not in snapshot.nodes:
+        values = snapshot.nodes.get(node.name)
+        if values is None:
             if node.name not in reported:
                 problems.append(Problem("plan", "not placed by the source; its labels are kept", node.name))
             unchanged += 1
             continue
-        desired = snapshot.labels_for(node.name)
-        before = node.managed()
-        owned = owned_keys(node, before)
-        clashes += [Problem("plan", f"carries {key}={value!r}, which topolabel did not write; left as it is "
-                                    f"(remove the label to let topolabel write {desired[key]!r})", node.name)
-                    for key, value in conflicts(node, desired, owned).items()]
-        change = plan_node(node, desired, before, owned)
+        change = planner.change(node, values)
         if change is None:
             unchanged += 1
         else:
-            change.remove, change.managed = lists.setdefault(tuple(change.remove), change.remove), \
-                lists.setdefault(tuple(change.managed), change.managed)
             changes.append(change)
     cluster = {n.name for n in nodes}
     for name in sorted(set(snapshot.nodes) - cluster):
         problems.append(Problem("plan", "placed by the source but not in the cluster", name))
-    return Plan(changes, unchanged, problems + clashes, len(nodes), clashes)
+    return Plan(changes, unchanged, problems + planner.clashes, len(nodes), planner.clashes)
+
+
+class _Planner:
+    """The changes of one plan, node by node. What every node shares is worked out once: the label keys, sorted
+    as changes list them. Equal `remove` and `managed` lists are one list (100,000 changes: 14 MB less)."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        pairs = sorted((lv.label, lv.name) for lv in snapshot.levels)
+        self.keys = [key for key, _ in pairs]
+        self.names = [name for _, name in pairs]
+        self.lists: dict[tuple[str, ...], list[str]] = {(): [], tuple(self.keys): self.keys}
+        self.clashes: list[Problem] = []
+
+    def change(self, node: Node, values: dict[str, str]) -> NodeChange | None:
+        """`node`'s change to the labels for its level `values`, or None when it has them; clashes noted."""
+        desired = dict(zip(self.keys, map(values.__getitem__, self.names)))
+        before = node.managed()
+        if not before and desired and node.labels.keys().isdisjoint(desired):  # never labelled, nothing in the way
+            return NodeChange(node.name, desired, self.lists[()], self.keys)
+        owned = owned_keys(node, before)
+        self.clashes += [Problem("plan", f"carries {key}={value!r}, which topolabel did not write; left as it is "
+                                         f"(remove the label to let topolabel write {desired[key]!r})", node.name)
+                         for key, value in conflicts(node, desired, owned).items()]
+        change = plan_node(node, desired, before, owned)
+        if change is not None:
+            change.remove = self.lists.setdefault(tuple(change.remove), change.remove)
+            change.managed = self.lists.setdefault(tuple(change.managed), change.managed)
+        return change
 
 
 def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:

@@ -28,7 +28,7 @@ from labeler.labelvalues import is_valid_value, level_key_problems
 from labeler.model import Discovery, Level, Snapshot
 from labeler.nodes import MANAGED_ANNOTATION, Node, parse_nodes
 from labeler.placement import snapshot_from_dict, to_snapshot
-from labeler.plan import make_plan, owned_keys
+from labeler.plan import make_plan, owned_keys, plan_node
 from labeler.shards import Manifest
 from labeler.snapshotfile import parse_snapshot
 from providers.gpu_clique import parse_cliques
@@ -147,6 +147,17 @@ def test_a_plan_removes_only_owned_keys_and_never_touches_an_unplaced_node(clust
             assert snapshot.labels_for(node.name)[key] == value
             assert key in owned_keys(node) or key not in node.labels  # never a foreign key's value rewritten
         assert set(change.managed) <= set(snapshot.labels_for(node.name))
+
+
+@given(clusters())
+def test_a_plan_holds_the_change_plan_node_makes_for_each_node(cluster: tuple[list[Node], Snapshot]) -> None:
+    """make_plan's shortcuts (the keys sorted once, a never-labelled node's change made directly) change nothing."""
+    nodes, snapshot = cluster
+    planned = {c.node: c for c in make_plan(snapshot, nodes).changes}
+    for node in nodes:
+        alone = plan_node(node, snapshot.labels_for(node.name)) if node.name in snapshot.nodes else None
+        assert planned.get(node.name) == alone
+        assert alone is None or list(planned[node.name].set.items()) == list(alone.set.items())  # the order printed
 
 
 @given(st.dictionaries(st.sampled_from([f"a{i}" for i in range(6)]), st.sampled_from(["rack-1", "rack 1", "Rack_1", "r/2"]),
