@@ -108,10 +108,10 @@ class NodeReader:
             return None
         ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions) \
             if status.conditions else True
-        where = self.origin
-        return Node(sys.intern(meta.name), self._strings_of(meta.labels, where),
-                    self._strings_of(meta.annotations, where), spec.providerID,
-                    self._shared(status.allocatable, self._strings_of, where),
+        where, intern, labels, annotations = self.origin, sys.intern, meta.labels, meta.annotations
+        return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
+                    dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
+                    spec.providerID, self._shared(status.allocatable, self._strings_of, where),
                     tuple(self._shared(t, _taint, where) for t in spec.taints), ready, spec.unschedulable)
 
     def done(self) -> list[Node]:
