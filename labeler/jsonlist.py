@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterator, Union
 
 import msgspec
 
@@ -27,10 +27,14 @@ MAX_NESTING = 500  # msgspec stops at the interpreter's recursion limit (about 9
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)$")
 _AT_BYTE = re.compile(r"\(byte (\d+)\)$")
 _TRUNCATED = "Input data was truncated"
+RUN_TRIES = 3  # separator matches tried per run, from the last in the buffer back
 _TAIL = 16  # an error this close to the chunk's end may be a number, escape or UTF-8 sequence cut by it
 _BLANK = re.compile(rb"[^ \t\r\n]")
 _RAW = msgspec.json.Decoder(msgspec.Raw)
 _KEY = msgspec.json.Decoder(str)
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+
+RawItem = Union[memoryview, msgspec.Raw]  # an item's JSON, for msgspec to decode
 
 
 def too_deep(origin: str) -> InputError:
@@ -43,6 +47,7 @@ class ListScanner:
     def __init__(self, file: BinaryIO, origin: str) -> None:
         self._file, self.origin = file, origin
         self._data, self._pos, self._eof, self._want = b"", 0, False, CHUNK
+        self._failed = -1  # where the last run that did not decode ended: no run is tried up to there again
 
     def peek(self) -> int:
         """The next non-blank byte, the cursor moved onto it; -1 at the end of the file."""
@@ -118,6 +123,7 @@ class ListScanner:
             self._eof = True
             return False
         self._data = self._data[self._pos:] + chunk
+        self._failed -= self._pos
         self._pos = 0
         return True
 
@@ -134,15 +140,10 @@ class ListScanner:
                 return False
         return False
 
-    def items(self) -> Iterator[memoryview]:
+    def items(self) -> Iterator[RawItem]:
         """Each element of the array the cursor is in; then the rest of the document is checked to be JSON."""
         if not self.take(b"]"):
-            while True:
-                yield self.value(b",]")
-                if self._data[self._pos] == ord("]"):
-                    self._pos += 1
-                    break
-                self._pos += 1
+            yield from self._elements()
         while self.take(b","):
             self.key()
             self.skip_member_value()
@@ -150,8 +151,49 @@ class ListScanner:
             raise InputError(f"{self.origin}: not valid JSON: unexpected content after the items")
 
 
+    def _elements(self) -> Iterator[RawItem]:
+        """The array's elements: cut one by one until the bytes between two of them are known, then in runs
+        (`_run`) wherever those bytes recur, falling back to one by one where a run does not check out."""
+        separator = b""
+        while True:
+            run = self._run(separator) if separator else []
+            yield from run
+            if run:
+                continue
+            yield self.value(b",]")
+            if self._data[self._pos] == ord("]"):
+                self._pos += 1
+                return
+            comma = self._pos
+            self._pos += 1
+            if not separator and self.peek() != -1:
+                separator = self._data[comma:self._pos + 16]  # the comma, blanks, the next element's start
+
+    def _run(self, separator: bytes) -> list[msgspec.Raw]:
+        """The elements from the cursor up to the last `separator` in the buffer, cut by one decode of them as
+        an array, the cursor moved past that separator's comma. A decode can only succeed at a real boundary
+        (a cut inside an element leaves an incomplete value); where it fails, the separator matched inside an
+        element, so the match before it is tried, RUN_TRIES times at most, then [] (cut one by one, which also
+        says where a malformed file goes wrong)."""
+        if len(self._data) - self._pos < CHUNK // 2:
+            self._more()
+        end = len(self._data)
+        for _ in range(RUN_TRIES):
+            end = self._data.rfind(separator, self._pos, end)
+            if end <= max(self._pos, self._failed):
+                return []
+            try:
+                run = _RAWS.decode(b"[" + self._data[self._pos:end] + b"]")
+            except (msgspec.DecodeError, RecursionError):
+                continue
+            self._pos = end + 1
+            return run
+        self._failed = end
+        return []
+
+
 @contextmanager
-def raw_items(path: str | Path) -> Iterator[Iterator[memoryview] | None]:
+def raw_items(path: str | Path) -> Iterator[Iterator[RawItem] | None]:
     """The raw items of a JSON file's top-level `items` array, streamed; None when it has no such array."""
     origin = str(path)
     try:
@@ -162,7 +204,7 @@ def raw_items(path: str | Path) -> Iterator[Iterator[memoryview] | None]:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
-def decode(raw: memoryview, origin: str) -> Any:
+def decode(raw: RawItem, origin: str) -> Any:
     """One raw item as plain data (dicts, lists, strings, numbers)."""
     try:
         return msgspec.json.decode(raw)

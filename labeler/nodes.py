@@ -12,7 +12,7 @@ import msgspec
 from .documents import mapping, read_document, sequence, string_map, text
 from .errors import InputError
 from .gcpause import paused_gc
-from .jsonlist import decode, raw_items
+from .jsonlist import RawItem, decode, raw_items
 
 
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
@@ -82,7 +82,7 @@ class NodeReader:
     def add(self, item: Any) -> None:
         """One item of a list: it must be a Node object. A raw JSON item (`read_items(raw=True)`) of the usual
         shape is decoded straight into its record; any other is decoded whole and read field by field."""
-        if isinstance(item, memoryview):
+        if isinstance(item, (memoryview, msgspec.Raw)):
             node = self._typed(item)
             if node is not None:
                 self.nodes.append(node)
@@ -95,7 +95,7 @@ class NodeReader:
             raise InputError(f"{self.origin}: item {i} is a {str(item.get('kind'))[:60]}, not a Node")
         self.nodes.append(self.node(item))
 
-    def _typed(self, raw: memoryview) -> Node | None:
+    def _typed(self, raw: RawItem) -> Node | None:
         """The record of a Node whose fields all have the types the API serves (msgspec checks them as it
         decodes only those fields: about a tenth of reading it as dicts); None for anything else, which `node`
         then reads or refuses with its messages."""

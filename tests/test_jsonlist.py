@@ -57,6 +57,43 @@ def test_an_item_many_chunks_long_and_members_around_the_list(tmp_path: Path, mo
     assert streamed(path) == [big, {"b": "}"}]
 
 
+@pytest.mark.parametrize("chunk", [16, 256, 1 << 20])
+def test_runs_of_items_are_cut_only_at_real_boundaries(chunk: int, tmp_path: Path, monkeypatch) -> None:
+    """After two items the bytes between items are known and whole runs are cut at once wherever they recur;
+    where the same bytes recur inside an item (a nested list of item-shaped objects) the run does not decode
+    and is cut one item at a time."""
+    monkeypatch.setattr(jsonlist, "CHUNK", chunk)
+    items: list[dict] = [{"kind": "Node", "n": i} for i in range(400)]
+    for i in (150, 399):
+        items[i] = {"kind": "Node", "n": i, "nested": [{"kind": "Node", "n": 1}, {"kind": "Node", "n": 2}]}
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps({"items": items}))
+    runs = {"cut": 0, "refused": 0}
+
+    class Counted:
+        def decode(self, data: bytes) -> list:
+            try:
+                got = decoder.decode(data)
+            except msgspec.DecodeError:
+                runs["refused"] += 1
+                raise
+            runs["cut"] += 1
+            return got
+
+    decoder = jsonlist._RAWS
+    monkeypatch.setattr(jsonlist, "_RAWS", Counted())
+    assert streamed(path) == items
+    assert runs["cut"] and (runs["refused"] or chunk == 16)  # 16-byte chunks hold no false match whole
+
+
+def test_a_malformed_item_inside_a_run_is_reported(tmp_path: Path) -> None:
+    good = json.dumps({"items": [{"name": f"n-{i}"} for i in range(2000)]})
+    path = tmp_path / "list.json"
+    path.write_text(good.replace('"n-1500"}', '"n-1500" "oops"}'))
+    with pytest.raises(InputError, match="not valid JSON"):
+        list(read_items(path, "Node"))
+
+
 @pytest.mark.parametrize("text", ['{"kind": "Node"}', '{"items": {}}', '{"items": null}', '{}', '[{"a": 1}]'])
 def test_documents_without_an_items_array_are_left_to_the_whole_reader(text: str, tmp_path: Path) -> None:
     path = tmp_path / "doc.json"
