@@ -12,7 +12,7 @@ only what that one accepts, with the same snapshot.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Collection
+from typing import Any, Collection, Iterable
 
 import msgspec
 
@@ -71,10 +71,12 @@ def _checked(found: _Snapshot, origin: str) -> Snapshot | None:
     if not _node_names(found.nodes) or not all(map(names.__eq__, map(tuple, values))):
         return None
     columns = [list(map(itemgetter(name), values)) for name in names]
-    if not all(map(_label_values, columns)) or not is_tree(columns):
+    domains = [dict(zip(column, column)) for column in columns]  # each level's values, one string per domain
+    if not all(map(all_valid_values, domains)) or not is_tree(columns):
         return None
-    for name, column in zip(names, columns):
-        _share(found.nodes, name, column)
+    for name, column, one in zip(names, columns, domains):
+        if len(one) < len(column):  # decoding made a string per node: keep one per domain
+            _share(found.nodes, name, map(one.__getitem__, column))
     return Snapshot(levels, found.nodes, [Problem(p.source, p.message, p.node) for p in found.problems])
 
 
@@ -86,17 +88,10 @@ def _node_names(names: Collection[str]) -> bool:
         and " " not in joined
 
 
-def _label_values(column: list[str]) -> bool:
-    """Whether all are non-empty label values (each distinct value checked once: domains repeat)."""
-    return all_valid_values(set(column))
-
-
-def _share(nodes: dict[str, dict[str, str]], level: str, column: list[str]) -> None:
-    """One string per domain at `level` instead of one per node (decoding makes a copy per node)."""
-    one = dict(zip(column, column))
-    if len(one) < len(column):
-        for values, value in zip(nodes.values(), map(one.__getitem__, column)):
-            values[level] = value
+def _share(nodes: dict[str, dict[str, str]], level: str, strings: Iterable[str]) -> None:
+    """Each node's value at `level` replaced by the equal one of `strings` (in the nodes' order)."""
+    for values, value in zip(nodes.values(), strings):
+        values[level] = value
 
 
 def _as_data(found: _Snapshot) -> dict[str, Any]:
