@@ -33,8 +33,7 @@ def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
         # 100,000-node plan in a fifth of json's time, without json's list of small pieces (30 MB at that size).
         import orjson
 
-        tty = out.isatty()
-        pieces = [orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_INDENT_2)] if tty else json_pieces(data)
+        pieces = [_json(data, orjson.OPT_INDENT_2)] if out.isatty() else _json_pieces(data)
         if hasattr(out, "buffer"):
             out.flush()
             out.buffer.writelines(pieces)
@@ -47,30 +46,31 @@ def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
         out.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
 
 
-def json_pieces(data: Any) -> Iterator[bytes]:
+def _json_pieces(data: Any) -> Iterator[bytes]:
     """`data` as compact JSON, byte for byte what one orjson call writes, in pieces: a list at the top or as a
     value of the top mapping goes JSON_SLICE items at a time (a 100,000-node plan is never one 22 MB buffer)."""
-    import orjson
-
-    if isinstance(data, list):
-        yield from _list_pieces(data)
-    elif isinstance(data, dict):
+    if isinstance(data, dict):
         yield b"{"
         for i, (key, value) in enumerate(data.items()):
-            yield (b"," if i else b"") + orjson.dumps({key: 0}, option=orjson.OPT_NON_STR_KEYS)[1:-2]  # '"key":'
-            yield from _list_pieces(value) if isinstance(value, list) else [orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)]
+            yield (b"," if i else b"") + _json({key: 0})[1:-2]  # '"key":'
+            yield from _list_pieces(value) if isinstance(value, list) else [_json(value)]
         yield b"}"
     else:
-        yield orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+        yield from _list_pieces(data) if isinstance(data, list) else [_json(data)]
 
 
 def _list_pieces(items: list[Any]) -> Iterator[bytes]:
-    import orjson
-
     yield b"["
     for start in range(0, len(items), JSON_SLICE):
-        yield (b"," if start else b"") + orjson.dumps(items[start:start + JSON_SLICE], option=orjson.OPT_NON_STR_KEYS)[1:-1]
+        yield (b"," if start else b"") + _json(items[start:start + JSON_SLICE])[1:-1]
     yield b"]"
+
+
+def _json(data: Any, option: int = 0) -> bytes:
+    """JSON by orjson; mapping keys that are not strings are written as strings (as json writes them)."""
+    import orjson
+
+    return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | option)
 
 
 def console(out: TextIO | None = None) -> Console:
