@@ -120,7 +120,7 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
         else:
             changes.append(change)
     cluster = {n.name for n in nodes}
-    for name in sorted(set(snapshot.nodes) - cluster):
+    for name in sorted(snapshot.nodes.keys() - cluster):
         problems.append(Problem("plan", "placed by the source but not in the cluster", name))
     return Plan(changes, unchanged, problems + planner.clashes, len(nodes), planner.clashes)
 
