@@ -62,9 +62,9 @@ OptionsT = TypeVar("OptionsT", bound=Options)
 
 def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
     """Validate options with an error naming where they came from and the bad key."""
-    from labeler.config import validation_details
-
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
+        from labeler.config import validation_details  # the config's models load only for an error
+
         raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None
