@@ -42,7 +42,7 @@ def source_options(cfg: Config | None, flags: Mapping[str, Any]) -> tuple[Source
     source = get_source(name)
     if section and name != section.type:
         options = {}  # the config's options belong to another source
-    for key in source.options.model_fields:  # a source's flags are named as its options
+    for key in source.option_names():  # a source's flags are named as its options
         if flags.get(key) is not None:
             options[key] = flags[key]
     return source, options
