@@ -9,9 +9,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, TextIO
 
 from labeler.model import Problem, Snapshot
-from labeler.plan import Plan
 
 if TYPE_CHECKING:
+    from labeler.plan import Plan
     from rich.console import Console
     from rich.table import Table
 

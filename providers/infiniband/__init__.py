@@ -51,8 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(options.InfinibandOptions, ctx)
-    from .command import run_ibnetdiscover  # the parser and placement load only when the source runs
-    from .hosts import GuidMap, add_annotations, guid_map_from
+    from .hosts import GuidMap, add_annotations, guid_map_from  # the parser and placement load only when it runs
     from .parse import parse_ibnetdiscover, parse_node_name_map
     from .place import Request, place
 
@@ -61,6 +60,8 @@ def discover(ctx: SourceContext) -> Discovery:
     if opts.ib_fabric:
         fabric, origin, notices = _published_fabric(opts, ctx, names)
     elif opts.run_ibnetdiscover:
+        from .command import run_ibnetdiscover  # subprocess loads only to run the tool
+
         origin = "ibnetdiscover" + (f" -C {opts.ib_ca}" if opts.ib_ca else "")
         task = ctx.progress(f"running {origin}", None)
         try:
