@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, Iterable, TextIO
 from labeler.model import Problem, Snapshot
 
 if TYPE_CHECKING:
-    from labeler.plan import Plan
     from rich.console import Console
     from rich.table import Table
+
+    from labeler.plan import Plan
 
 FORMATS = ("table", "json", "yaml")
 MAX_MESSAGE = 2000
