@@ -17,6 +17,7 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any, Callable
 
 import yaml
 
-from bench.measure import load as load_average, measure, topolabel
+from bench.measure import ROOT, load as load_average, measure, topolabel
 from bench.table import print_table
 from hack.synth import H100, gke_cluster
 from kueue_config.tas.capacity import free_capacity, parse_pods
@@ -89,9 +90,6 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
 def whole_command(node_items: list[dict[str, Any]], pod_items: list[dict[str, Any]], manifest: dict[str, Any],
                   repeat: int) -> dict[str, object]:
     """`topolabel fit` as users run it: files in, the answer out, start-up included (medians)."""
-    from kueue_config.files import write_dir, render
-    from kueue_config.objects import generate
-    from labeler.config import parse_config
     from labeler.model import Level, Snapshot
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,8 +101,9 @@ def whole_command(node_items: list[dict[str, Any]], pod_items: list[dict[str, An
         snap = Snapshot(levels, {n["metadata"]["name"]: {"block": n["metadata"]["labels"][KEYS[0]],
                                                          "subblock": n["metadata"]["labels"][KEYS[1]]}
                                  for n in node_items})
-        nodes = parse_nodes(node_items, "bench")
-        write_dir(root / "kueue", render(generate(snap, nodes, parse_config({}, "bench")).objects), {})
+        (root / "snapshot.json").write_text(json.dumps(snap.to_dict()))
+        subprocess.run(topolabel("kueue", "--snapshot", str(root / "snapshot.json"), "--nodes", str(root / "nodes.json"),
+                                 "--output-dir", str(root / "kueue")), check=True, capture_output=True, cwd=ROOT)
         runs = [measure(topolabel("fit", str(root / "job.yaml"), "--nodes", str(root / "nodes.json"), "--pods",
                                   str(root / "pods.json"), "--kueue-dir", str(root / "kueue"), "-o", "json"),
                         check=False) for _ in range(repeat)]

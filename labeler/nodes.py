@@ -7,9 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+import msgspec
+
 from .documents import mapping, read_document, sequence, string_map, text
 from .errors import InputError
 from .gcpause import paused_gc
+from .jsonlist import RawItem, decode, raw_items
 
 
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
@@ -77,13 +80,39 @@ class NodeReader:
                     bool(spec.get("unschedulable")))
 
     def add(self, item: Any) -> None:
-        """One item of a list: it must be a Node object."""
+        """One item of a list: it must be a Node object. A raw JSON item (`read_items(raw=True)`) of the usual
+        shape is decoded straight into its record; any other is decoded whole and read field by field."""
+        if isinstance(item, (memoryview, msgspec.Raw)):
+            node = self._typed(item)
+            if node is not None:
+                self.nodes.append(node)
+                return
+            item = decode(item, self.origin)
         i = len(self.nodes)
         if not isinstance(item, dict):
             raise InputError(f"{self.origin}: item {i} is not an object")
         if item.get("kind", "Node") != "Node":
             raise InputError(f"{self.origin}: item {i} is a {str(item.get('kind'))[:60]}, not a Node")
         self.nodes.append(self.node(item))
+
+    def _typed(self, raw: RawItem) -> Node | None:
+        """The record of a Node whose fields all have the types the API serves (msgspec checks them as it
+        decodes only those fields: about a tenth of reading it as dicts); None for anything else, which `node`
+        then reads or refuses with its messages."""
+        try:
+            obj = _NODE_JSON.decode(raw)
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        meta, spec, status = obj.metadata, obj.spec, obj.status
+        if obj.kind != "Node" or not meta.name:
+            return None
+        ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions) \
+            if status.conditions else True
+        where, intern, labels, annotations = self.origin, sys.intern, meta.labels, meta.annotations
+        return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
+                    dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
+                    spec.providerID, self._shared(status.allocatable, self._strings_of, where),
+                    tuple(self._shared(t, _taint, where) for t in spec.taints), ready, spec.unschedulable)
 
     def done(self) -> list[Node]:
         """The nodes read, refusing a list that names a node twice."""
@@ -117,6 +146,40 @@ class NodeReader:
         if found is None:
             found = self._maps[key] = copy(value, where)
         return found
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class _Spec(msgspec.Struct):
+    providerID: str = ""
+    taints: list[dict[str, str]] = []
+    unschedulable: bool = False
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _Status(msgspec.Struct):
+    allocatable: dict[str, str] = {}
+    conditions: list[_Condition] = []
+
+
+class _NodeJSON(msgspec.Struct):
+    """The fields of a Node that `NodeReader` keeps, with the types the API serves them in."""
+
+    kind: str = "Node"
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+    status: _Status = msgspec.field(default_factory=_Status)
+
+
+_NODE_JSON = msgspec.json.Decoder(_NodeJSON)
 
 
 def _taint(value: Any, where: str) -> dict[str, str]:
@@ -153,22 +216,21 @@ def nodes_from_pages(pages: Iterable[Iterable[Any]], origin: str) -> list[Node]:
 
 def load_nodes_file(path: str | Path) -> list[Node]:
     """Nodes from a file, turned into compact records as they are read (see `read_items`)."""
-    return nodes_from_pages([read_items(path, "Node")], str(path))
+    return nodes_from_pages([read_items(path, "Node", raw=True)], str(path))
 
 
-def read_items(path: str | Path, kind: str) -> Iterator[Any]:
+def read_items(path: str | Path, kind: str, raw: bool = False) -> Iterator[Any]:
     """The objects of a `kubectl get <kind>s -o json|yaml` file, one Node/Pod, or a list of them.
 
-    A JSON List is streamed item by item (ijson's C parser), so memory follows what the caller keeps of each
+    A JSON List is streamed item by item (`labeler.jsonlist`), so memory follows what the caller keeps of each
     object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
-    (YAML, one object, stdin) is read whole by `read_document`."""
+    (YAML, one object, stdin) is read whole by `read_document`. With `raw`, streamed items come as their JSON
+    bytes (memoryviews) for the caller to decode."""
     if str(path) != "-" and _starts_json_object(path):
-        streamed = 0
-        for item in _stream_items(path):
-            streamed += 1
-            yield item
-        if streamed or _has_items_list(path):
-            return
+        with raw_items(path) as items:
+            if items is not None:
+                yield from items if raw else (decode(item, str(path)) for item in items)
+                return
     yield from list_items(read_document(path), kind, str(path))
 
 
@@ -178,46 +240,3 @@ def _starts_json_object(path: str | Path) -> bool:
             return f.read(4096).lstrip().startswith(b"{")
     except OSError:
         return False  # read_document reports it
-
-
-STREAM_CHUNK = 16384  # bytes ijson reads at a time: the most a nesting can grow between two checks
-MAX_OPEN_BRACKETS = 1000  # real node lists nest about 10 deep
-
-
-class NestingGuard:
-    """A binary file that refuses JSON nested absurdly deep while ijson reads it.
-
-    ijson keeps the path of every open container as a string, so its memory grows with the square of the
-    nesting (20,000 levels: 445 MB) before any item is complete. Open minus closed brackets are counted per
-    chunk, those in strings too, so the bound is loose; counting costs about 0.1 CPU s per 100 MB."""
-
-    def __init__(self, file: Any, origin: str) -> None:
-        self._file, self._origin, self._open = file, origin, 0
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._file.read(size)
-        self._open += data.count(b"{") + data.count(b"[") - data.count(b"}") - data.count(b"]")
-        if self._open > MAX_OPEN_BRACKETS:
-            raise InputError(f"{self._origin}: nested deeper than {MAX_OPEN_BRACKETS} levels")
-        return data
-
-
-def _stream_items(path: str | Path) -> Iterator[Any]:
-    import ijson
-
-    try:
-        with open(path, "rb") as f:
-            yield from ijson.items(NestingGuard(f, str(path)), "items.item", use_float=True, buf_size=STREAM_CHUNK)
-    except ijson.JSONError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def _has_items_list(path: str | Path) -> bool:
-    """An empty List is a list of no nodes; a document without `items` is something else."""
-    import ijson
-
-    with open(path, "rb") as f:
-        events = ijson.parse(NestingGuard(f, str(path)), buf_size=STREAM_CHUNK)
-        return any(event == "start_array" for prefix, event, _ in events if prefix == "items")

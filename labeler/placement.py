@@ -15,7 +15,7 @@ from .errors import TopologyError
 from .gcpause import paused_gc
 from .labelvalues import is_valid_value, level_key_problems, unique_values
 from .model import Discovery, Level, Problem, Snapshot, check_tree
-from .nodes import Node
+from .nodes import MANAGED_ANNOTATION, Node
 
 DEFAULT_PREFIX = "topolabel.dev/"
 MAX_LEVELS = 15  # Kueue allows 16 levels, and kubernetes.io/hostname may be the last
@@ -104,7 +104,7 @@ def _carried(levels: Sequence[Level], paths: Mapping[str, tuple[str, ...]],
     carried: list[dict[str, Counter[str]]] = [defaultdict(Counter) for _ in levels]
     for node in nodes:
         path = paths.get(node.name)
-        if path is None:
+        if path is None or MANAGED_ANNOTATION not in node.annotations:  # it carries no value topolabel wrote
             continue
         managed = set(node.managed())
         for depth, level in enumerate(levels):

@@ -18,6 +18,7 @@ import yaml
 
 from labeler.documents import MAX_DEPTH, load, read_document
 from labeler.errors import InputError
+from labeler.jsonlist import MAX_NESTING
 from tests.conftest import EXAMPLES, ROOT
 from topolabel.cli import main
 
@@ -60,8 +61,9 @@ def test_every_document_reader_refuses_in_one_line(name: str, tmp_path: Path) ->
     b'{"items": [' + b"[" * 200_000 + b"]" * 200_000 + b"]}",
 ], ids=["objects in the list", "objects, no list", "arrays in the list"])
 def test_the_streamed_node_reader_refuses_deep_nesting_in_bounded_memory(document: bytes, tmp_path: Path) -> None:
-    """ijson keeps one path string per open container, so 200,000 levels would need tens of GB; under a
-    1 GiB address-space limit the reader must stop with one line, not a MemoryError."""
+    """A streaming parser that keeps one path string per open container (ijson, before) would need tens of GB
+    for 200,000 levels; under a 1 GiB address-space limit the reader must stop with one line, not a
+    MemoryError or a RecursionError."""
     path = tmp_path / "nodes.json"
     path.write_bytes(document)
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
@@ -69,7 +71,7 @@ def test_the_streamed_node_reader_refuses_deep_nesting_in_bounded_memory(documen
             "try:\n    load_nodes_file(sys.argv[1])\nexcept InputError as exc:\n    print(exc); sys.exit(2)")
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)
-    assert (done.returncode, done.stdout.strip(), done.stderr) == (2, f"{path}: nested deeper than 1000 levels", "")
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (2, f"{path}: nested deeper than {MAX_NESTING} levels", "")
 
 
 def test_limits_and_types() -> None:
