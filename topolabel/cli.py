@@ -87,12 +87,16 @@ def chosen_command(argv: list[str]) -> str | None:
 
 
 def chosen_source(argv: list[str]) -> str | None:
-    """The source named by the last `--source NAME` (or `--source=NAME`), if it is one."""
+    """The source named by the last `--source NAME` or `--source=NAME`, if it is one."""
     from providers.registry import SOURCES
 
-    named = [value for flag, value in zip(argv, argv[1:]) if flag == "--source"]
-    named += [arg.removeprefix("--source=") for arg in argv if arg.startswith("--source=")]
-    return named[-1] if named and named[-1] in SOURCES else None
+    named = None
+    for arg, following in zip(argv, [*argv[1:], ""]):
+        if arg == "--source":
+            named = following
+        elif arg.startswith("--source="):
+            named = arg.removeprefix("--source=")
+    return named if named in SOURCES else None
 
 
 def parse(argv: list[str], prog: str) -> argparse.Namespace:
