@@ -68,11 +68,11 @@ def place(fabric: Fabric, request: Request) -> Discovery:
     _report_unknown(found, hcas, names)
     wanted = {n.name for n in request.nodes} if request.nodes else None
     _report_groups(found, groups, names, group_names, wanted)
-    paths = {}
-    for host, group in groups.host_group.items():
-        leaf = min(groups.members[group])
+    group_paths = {}  # one path per leaf group holding hosts, shared by them
+    for group in set(groups.host_group.values()):
         path = (group_names[str(group)],)
-        paths[host] = (block_names[block_of[leaf]], *path) if three_level else path
+        group_paths[group] = (block_names[block_of[min(groups.members[group])]], *path) if three_level else path
+    paths = {host: group_paths[group] for host, group in groups.host_group.items()}
     _read_off(found, paths, hcas, request)
     placed = {h.guid: h.host for h in hcas if h.host in found.paths}
     for message, hca_guids in slow_links(fabric, tiers, names):
