@@ -14,7 +14,8 @@ import dataclasses
 import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar, get_args, get_type_hints
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from labeler.errors import SourceError
 from labeler.model import Discovery
@@ -118,8 +119,7 @@ def _is_plain(declared: type) -> bool:
 def _plain(declared: type[OptionsT], options: Mapping[str, Any]) -> OptionsT | None:
     """The options as the dataclass, or None when pydantic must look: to convert a value or word an error."""
     hints = _hints(declared)
-    if not all(key in hints and type(value) in (get_args(hints[key]) or (hints[key],))
-               for key, value in options.items()):
+    if not all(key in hints and type(value) in _exact(hints[key]) for key, value in options.items()):
         return None
     metadata = {item.name: item.metadata for item in dataclasses.fields(declared)}
     value = declared(**options)
@@ -133,11 +133,20 @@ def _plain(declared: type[OptionsT], options: Mapping[str, Any]) -> OptionsT | N
 
 
 def _check_field(metadata: Mapping[str, Any], value: Any) -> None:
+    """The field's check and bounds; a constraint this does not know is left to pydantic (ValueError)."""
     for key, bound in metadata.items():
         if key == "check":
             bound(value)
-        elif not BOUNDS[key](value, bound):
+        elif key not in BOUNDS or not BOUNDS[key](value, bound):
             raise ValueError(f"not {key} {bound}")
+
+
+def _exact(hint: Any) -> tuple[Any, ...]:
+    """The classes a value may have to be taken as it is: the hint's, or a union's; none for anything else
+    (`list[str]`, `Literal[...]`), which pydantic checks."""
+    if get_origin(hint) in (Union, UnionType):
+        return get_args(hint)
+    return (hint,) if get_origin(hint) is None and isinstance(hint, type) else ()
 
 
 @lru_cache(maxsize=None)

@@ -98,6 +98,31 @@ def test_plain_options_are_what_the_model_makes_of_them(given: dict[str, object]
     assert answer(lambda c: dataclasses.asdict(parse_options(options.InfinibandOptions, c))) == by_model
 
 
+@dataclasses.dataclass(frozen=True)
+class Listed:
+    """Plain options with what only pydantic checks: a generic type and a constraint that is not a bound."""
+
+    names: list[str] = dataclasses.field(default_factory=list)
+    short: str = dataclasses.field(default="", metadata={"max_length": 3})
+
+    def check(self) -> None:
+        """Nothing to check across fields."""
+
+
+@pytest.mark.parametrize("given, want", [
+    ({"names": ["a"]}, Listed(names=["a"])),
+    ({"names": "a"}, "--source infiniband: names: Input should be a valid list"),
+    ({"short": "ab"}, Listed(short="ab")),
+    ({"short": "abcd"}, "--source infiniband: short: String should have at most 3 characters"),
+])
+def test_what_plain_options_cannot_check_goes_to_the_model(given: dict[str, object], want: object) -> None:
+    try:
+        got: object = parse_options(Listed, ctx(**given))
+    except SourceError as exc:
+        got = str(exc)
+    assert got == want
+
+
 def test_the_model_keeps_its_name_fields_and_defaults() -> None:
     assert Model is model_of(options.InfinibandOptions) and Model.__name__ == "InfinibandOptions"
     assert {name: f.default for name, f in Model.model_fields.items()} == \
