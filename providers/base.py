@@ -2,21 +2,40 @@
 
 A source module defines `SOURCE = Source(...)`; `providers.registry` finds it by name. A source's own
 heavy clients (boto3, google-cloud-compute) are imported inside its discovery, so listing the sources and
-their flags stays cheap.
+their flags stays cheap. A source's options are a pydantic model (`Options`), or a plain dataclass whose
+model `providers.options` makes on first use: a discovery given only flags then never imports pydantic,
+which costs more than parsing a large fabric's text.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence, TypeVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError
+from functools import lru_cache
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from labeler.errors import SourceError
 from labeler.model import Discovery
-from labeler.nodes import Node
 from labeler.progress import Progress, quiet
+
+if TYPE_CHECKING:
+    from labeler.nodes import Node
+
+    from .options import Options
+
+BOUNDS = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}  # as pydantic's Field
+
+
+def __getattr__(name: str) -> Any:
+    """`Options`, pydantic's base of source options, imported only by the sources that use it."""
+    if name == "Options":
+        from .options import Options
+
+        return Options
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -32,39 +51,104 @@ class SourceContext:
     progress: Progress = quiet
 
 
-class Options(BaseModel):
-    """Base for a source's options: unknown keys are an error, so typos are caught. The validator is built
-    on first use (defer_build): every command that lists the sources' flags imports every source module."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, defer_build=True)
-
-
 @dataclass(frozen=True)
 class Source:
     """One topology source, resolved once per command.
 
-    `options` is the pydantic model of its options, and `add_arguments` adds flags whose dest names are
-    those options. `needs_nodes`: it must be given the cluster's nodes (labels, cloud APIs); sources that
-    read a whole fabric or a file run without them. `per_node`: the operator may ask it about a few joining
-    nodes alone instead of a full pass.
+    `declared` are its options: a pydantic model, or a plain dataclass (see `providers.options`); `options` is
+    their model either way. `add_arguments` adds flags whose dest names are those options. `needs_nodes`: it
+    must be given the cluster's nodes (labels, cloud APIs); sources that read a whole fabric or a file run
+    without them. `per_node`: the operator may ask it about a few joining nodes alone instead of a full pass.
     """
 
     name: str
-    options: type[Options]
+    declared: type
     add_arguments: Callable[[argparse.ArgumentParser], None]
     discover: Callable[[SourceContext], Discovery]
     needs_nodes: bool = True
     per_node: bool = True
 
+    @property
+    def options(self) -> type[Options]:
+        """The pydantic model of its options."""
+        if not _is_plain(self.declared):
+            return self.declared
+        from .options import model_of
 
-OptionsT = TypeVar("OptionsT", bound=Options)
+        return model_of(self.declared)
+
+    def option_names(self) -> list[str]:
+        """Its options' names, in order (without pydantic for plain options)."""
+        if _is_plain(self.declared):
+            return [item.name for item in dataclasses.fields(self.declared)]
+        return list(self.declared.model_fields)
 
 
-def parse_options(model: type[OptionsT], ctx: SourceContext) -> OptionsT:
-    """Validate options with an error naming where they came from and the bad key."""
-    from labeler.config import validation_details
+OptionsT = TypeVar("OptionsT")
+
+
+def parse_options(declared: type[OptionsT], ctx: SourceContext) -> OptionsT:
+    """Validate options with an error naming where they came from and the bad key. Plain options skip pydantic
+    when every value already has its declared type and passes the checks (as flags do); otherwise the model
+    validates them, and its errors are the ones reported."""
+    if not _is_plain(declared):
+        return _validated(declared, ctx)
+    plain = _plain(declared, ctx.options)
+    if plain is not None:
+        return plain
+    from .options import model_of
+
+    return declared(**dict(_validated(model_of(declared), ctx)))
+
+
+def _validated(model: Any, ctx: SourceContext) -> Any:
+    from pydantic import ValidationError
 
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
+        from labeler.config import validation_details  # the config's models load only for an error
+
         raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None
+
+
+def _is_plain(declared: type) -> bool:
+    return dataclasses.is_dataclass(declared)
+
+
+def _plain(declared: type[OptionsT], options: Mapping[str, Any]) -> OptionsT | None:
+    """The options as the dataclass, or None when pydantic must look: to convert a value or word an error."""
+    hints = _hints(declared)
+    if not all(key in hints and type(value) in _exact(hints[key]) for key, value in options.items()):
+        return None
+    metadata = {item.name: item.metadata for item in dataclasses.fields(declared)}
+    value = declared(**options)
+    try:
+        for key in options:
+            _check_field(metadata[key], options[key])
+        value.check()  # type: ignore[attr-defined]
+    except ValueError:
+        return None
+    return value
+
+
+def _check_field(metadata: Mapping[str, Any], value: Any) -> None:
+    """The field's check and bounds; a constraint this does not know is left to pydantic (ValueError)."""
+    for key, bound in metadata.items():
+        if key == "check":
+            bound(value)
+        elif key not in BOUNDS or not BOUNDS[key](value, bound):
+            raise ValueError(f"not {key} {bound}")
+
+
+def _exact(hint: Any) -> tuple[Any, ...]:
+    """The classes a value may have to be taken as it is: the hint's, or a union's; none for anything else
+    (`list[str]`, `Literal[...]`), which pydantic checks."""
+    if get_origin(hint) in (Union, UnionType):
+        return get_args(hint)
+    return (hint,) if get_origin(hint) is None and isinstance(hint, type) else ()
+
+
+@lru_cache(maxsize=None)
+def _hints(declared: type) -> dict[str, Any]:
+    return get_type_hints(declared)

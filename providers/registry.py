@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from labeler.errors import SourceError
 
-from .base import Options, Source
+if TYPE_CHECKING:
+    from .base import Source
+    from .options import Options
 
 # name -> module defining SOURCE
 SOURCES: dict[str, str] = {

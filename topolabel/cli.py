@@ -10,6 +10,7 @@ import argparse
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 from labeler.errors import TopolabelError
 
@@ -17,6 +18,7 @@ from . import version
 from .commands import COMMANDS
 
 DEBUG = "TOPOLABEL_DEBUG"
+HELP = frozenset({"-h", "--help"})
 
 DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
 Kueue Topology-Aware Scheduling objects."""
@@ -34,22 +36,43 @@ class VersionAction(argparse.Action):
 
 
 class Parents(dict):
-    """Flag groups several commands share, built when a command first asks for one."""
+    """Flag groups several commands share, built when a command first asks for one; with `source`, the source
+    group holds only that source's flags."""
+
+    def __init__(self, source: str | None = None) -> None:
+        super().__init__()
+        self.source = source
 
     def __missing__(self, key: str) -> argparse.ArgumentParser:
-        from .commands.common import PARENTS
+        from .commands.common import PARENTS, source_parent
 
-        value = self[key] = PARENTS[key]()
+        value = self[key] = source_parent(self.source) if key == "source" else PARENTS[key]()
         return value
 
 
-def parser(prog: str = "topolabel", command: str | None = None) -> argparse.ArgumentParser:
-    """The whole parser; with `command`, only that command's flags are built (completion needs them all)."""
-    top = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+class Narrow(Exception):
+    """The narrow parser met something it does not know: the whole parser reads the command line instead."""
+
+
+class NarrowParser(argparse.ArgumentParser):
+    """A parser with one source's flags, which raises instead of printing an error, and takes no abbreviations
+    (one could be ambiguous among every source's flags)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs, allow_abbrev=False)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:
+        raise Narrow(message)
+
+
+def parser(prog: str = "topolabel", command: str | None = None, source: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with `command`, only that command's flags are built (completion needs them all); with
+    `source` too, only that source's flags, in a parser that raises `Narrow` on anything else."""
+    top = (NarrowParser if source else argparse.ArgumentParser)(prog=prog, description=DESCRIPTION)
     top.add_argument("--version", action=VersionAction)
     top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parents = Parents()
+    parents = Parents(source)
     for name, summary in COMMANDS.items():
         if command in (None, name, "completion"):
             importlib.import_module(f"{__package__}.commands.{name}").register(sub, parents)
@@ -63,11 +86,39 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
+def chosen_source(argv: list[str]) -> str | None:
+    """The source named by the last `--source NAME` or `--source=NAME`, if it is one."""
+    from providers.registry import SOURCES
+
+    named = None
+    for arg, following in zip(argv, [*argv[1:], ""]):
+        if arg == "--source":
+            named = following
+        elif arg.startswith("--source="):
+            named = arg.removeprefix("--source=")
+    return named if named in SOURCES else None
+
+
+def parse(argv: list[str], prog: str) -> argparse.Namespace:
+    """The command line parsed. A command line naming its source is read first with that source's flags only:
+    importing every source (and pydantic with their options) costs more than most discoveries. Anything that
+    parser does not know (help, another source's flag, an abbreviation, an error) is read by the whole parser,
+    so the result, help and errors are the same."""
+    command = chosen_command(argv) or ""
+    source = chosen_source(argv) if command != "completion" and not HELP.intersection(argv) else None
+    if source:
+        try:
+            return parser(prog, command, source).parse_args(argv)
+        except Narrow:
+            pass
+    return parser(prog, command).parse_args(argv)
+
+
 def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
     """Run one command. Exit status: 0 ok or up to date; 1 differs, does not fit, or writes failed; 2 bad
     input or an error, always with one line on stderr (README, "Exit status")."""
     argv = sys.argv[1:] if argv is None else argv
-    args = parser(prog, chosen_command(argv) or "").parse_args(argv)
+    args = parse(argv, prog)
     try:
         return args.run(args)
     except TopolabelError as exc:

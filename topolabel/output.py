@@ -9,11 +9,12 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO
 
 from labeler.model import Problem, Snapshot
-from labeler.plan import Plan
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from labeler.plan import Plan
 
 FORMATS = ("table", "json", "yaml")
 MAX_MESSAGE = 2000

@@ -2,45 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from labeler.config import Config, load_config, parse_config
 from labeler.errors import SourceError
 from labeler.model import Discovery, Snapshot
 from labeler.names import snake
-from labeler.nodes import Node
 from labeler.placement import level_keys, to_snapshot
 from labeler.progress import Progress, quiet
 from providers.base import Source, SourceContext
 from providers.registry import get_source, option_models
 
+if TYPE_CHECKING:  # the config's pydantic models load only when a config is read (start-up)
+    from labeler.config import Config
+    from labeler.nodes import Node
+
 
 def read_config(path: str | None) -> Config:
     """topolabel.yaml (defaults when None), every problem reported at once, the source's options included."""
+    from labeler.config import load_config
+
     return load_config(path, option_models())
 
 
 def parse_spec(data: Any, origin: str) -> Config:
     """A config given as data (a TopologyLabeler's spec), checked like `read_config`."""
+    from labeler.config import parse_config
+
     return parse_config(data, origin, option_models())
 
 
-def source_options(cfg: Config, flags: Mapping[str, Any]) -> tuple[Source, dict[str, Any]]:
-    """The source and its options: the config's `source` section, overridden by flags given."""
-    options = {snake(k): v for k, v in (cfg.source.options() if cfg.source else {}).items()}
-    name = flags.get("source") or (cfg.source.type if cfg.source else None)
+def source_options(cfg: Config | None, flags: Mapping[str, Any]) -> tuple[Source, dict[str, Any]]:
+    """The source and its options: the config's `source` section, overridden by flags given (`cfg` None: no
+    config, only flags)."""
+    section = cfg.source if cfg else None
+    options = {snake(k): v for k, v in (section.options() if section else {}).items()}
+    name = flags.get("source") or (section.type if section else None)
     if not name:
         raise SourceError("no source: give --source or a 'source' section in the config")
     source = get_source(name)
-    if cfg.source and name != cfg.source.type:
+    if section and name != section.type:
         options = {}  # the config's options belong to another source
-    for key in source.options.model_fields:  # a source's flags are named as its options
+    for key in source.option_names():  # a source's flags are named as its options
         if flags.get(key) is not None:
             options[key] = flags[key]
     return source, options
 
 
-def discover(cfg: Config, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
+def discover(cfg: Config | None, source: Source, options: Mapping[str, Any], nodes: Sequence[Node],
              origin: str = "source", cluster: Callable[[], Any] | None = None,
              progress: Progress = quiet) -> Snapshot:
     return place(cfg, run_source(source, options, nodes, origin, cluster, progress), nodes)
@@ -54,10 +62,11 @@ def run_source(source: Source, options: Mapping[str, Any], nodes: Sequence[Node]
                                          progress=progress))
 
 
-def place(cfg: Config, found: Discovery, nodes: Sequence[Node] = ()) -> Snapshot:
-    """Label keys from the config, then the validated snapshot of label values (existing domains of
-    `nodes` keep the values they carry)."""
-    levels = level_keys(found.level_names, cfg.key_prefix, cfg.label_overrides())
+def place(cfg: Config | None, found: Discovery, nodes: Sequence[Node] = ()) -> Snapshot:
+    """Label keys from the config (None: the default keys), then the validated snapshot of label values
+    (existing domains of `nodes` keep the values they carry)."""
+    levels = level_keys(found.level_names, cfg.key_prefix, cfg.label_overrides()) if cfg else \
+        level_keys(found.level_names)
     return to_snapshot(found, levels, nodes)
 
 

@@ -3,12 +3,14 @@ stay clean), and log lines at a sane interval for the operator."""
 
 from __future__ import annotations
 
-import logging
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from labeler.progress import Progress, Task, quiet
+
+if TYPE_CHECKING:  # only the operator logs progress; the CLI does not import logging
+    import logging
 
 
 def terminal(stream: TextIO | None = None) -> Progress:

@@ -13,52 +13,23 @@ import argparse
 import re
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
-
 from labeler.documents import read_document
 from labeler.errors import InputError, SourceError
 from labeler.files import read_text
 from labeler.model import Discovery
 
-from ..base import Options, Source, SourceContext, parse_options
+from ..base import Source, SourceContext, parse_options
+from . import options
+from .options import ANNOTATION, DEFAULT_NAMESPACE
 
 NAME = "infiniband"
-# Node annotation an agent fills from /sys/class/infiniband/*/node_guid: `mlx5_0=0x...,mlx5_1=0x...`.
-ANNOTATION = "topolabel.dev/ib-node-guids"
 
 
-DEFAULT_NAMESPACE = "topolabel-agent"  # where manifests/agent runs the collector
-
-
-class InfinibandOptions(Options):
-    ib_fabric: str | None = None  # a published fabric's name; "*": the only one published
-    ib_namespace: str = DEFAULT_NAMESPACE
-    ib_max_age: float = Field(1800.0, gt=0)
-    ibnetdiscover: str | None = None
-    run_ibnetdiscover: bool = False  # flag --run (`run` is the subcommand's handler)
-    ib_ca: str | None = None
-    ib_timeout: float = Field(60.0, gt=0)
-    guid_map: str | None = None
-    node_name_map: str | None = None
-    hca_pattern: str | None = None
-    guid_annotation: str = ANNOTATION
-
-    @field_validator("hca_pattern")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"not a regular expression: {exc}") from None
-        return value
-
-    @model_validator(mode="after")
-    def _one_input(self) -> "InfinibandOptions":
-        if sum((bool(self.ib_fabric), bool(self.ibnetdiscover), bool(self.run_ibnetdiscover))) != 1:
-            raise ValueError("give one of --ib-fabric NAME (the fabric the collector published), "
-                             "--ibnetdiscover FILE (or - for stdin) and --run")
-        return self
+def __getattr__(name: str) -> Any:
+    """`InfinibandOptions`, the pydantic model of the options (`options.InfinibandOptions`), made when asked."""
+    if name == "InfinibandOptions":
+        return SOURCE.options
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -79,9 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def discover(ctx: SourceContext) -> Discovery:
-    opts = parse_options(InfinibandOptions, ctx)
-    from .command import run_ibnetdiscover  # the parser and placement load only when the source runs
-    from .hosts import GuidMap, add_annotations, guid_map_from
+    opts = parse_options(options.InfinibandOptions, ctx)
+    from .hosts import GuidMap, add_annotations, guid_map_from  # the parser and placement load only when it runs
     from .parse import parse_ibnetdiscover, parse_node_name_map
     from .place import Request, place
 
@@ -90,6 +60,8 @@ def discover(ctx: SourceContext) -> Discovery:
     if opts.ib_fabric:
         fabric, origin, notices = _published_fabric(opts, ctx, names)
     elif opts.run_ibnetdiscover:
+        from .command import run_ibnetdiscover  # subprocess loads only to run the tool
+
         origin = "ibnetdiscover" + (f" -C {opts.ib_ca}" if opts.ib_ca else "")
         task = ctx.progress(f"running {origin}", None)
         try:
@@ -114,7 +86,7 @@ def discover(ctx: SourceContext) -> Discovery:
     return found
 
 
-def _published_fabric(opts: InfinibandOptions, ctx: SourceContext,
+def _published_fabric(opts: options.InfinibandOptions, ctx: SourceContext,
                      names: dict[int, str] | None) -> tuple[Any, str, list[str]]:
     """The fabric the collector published, renamed by a node-name-map like ibnetdiscover output would be."""
     from .parse import fabric_graph
@@ -138,4 +110,4 @@ def _read_text(path: str) -> str:
 
 
 # A fabric is read whole: no cluster nodes needed, and no cheaper answer for a few joining nodes.
-SOURCE = Source(NAME, InfinibandOptions, add_arguments, discover, needs_nodes=False, per_node=False)
+SOURCE = Source(NAME, options.InfinibandOptions, add_arguments, discover, needs_nodes=False, per_node=False)

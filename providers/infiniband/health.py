@@ -23,7 +23,10 @@ def _rate(width: int | None, speed: str | None) -> str:
 
 
 def slow_links(fabric: Fabric, tiers: Tiers, names: Mapping[int, str]) -> list[tuple[str, tuple[int, ...]]]:
-    """(message, HCA GUIDs on the link) for every link narrower or slower than usual for its kind."""
+    """(message, HCA GUIDs on the link) for every link narrower or slower than usual for its kind.
+
+    Links are counted by (width, speed) pair, and only those of a pair below the usual rate are looked at
+    again: in a healthy fabric that is none of its tens of thousands."""
     kinds: dict[tuple[int, int], list] = defaultdict(list)
     rank = tiers.ranks.get
     seen: set[int] = set()
@@ -34,28 +37,47 @@ def slow_links(fabric: Fabric, tiers: Tiers, names: Mapping[int, str]) -> list[t
                 continue
             rv = rank(v, 0)
             if rv < ru:
-                kinds[(rv, ru)].extend((v, u, data) for data in cables)  # lower end first
+                kinds[(rv, ru)].append((v, u, cables))  # lower end first
             elif rv > 0:
-                kinds[(ru, rv)].extend((u, v, data) for data in cables)
+                kinds[(ru, rv)].append((u, v, cables))
         seen.add(u)
     found = []
     for kind in sorted(kinds):
-        links = kinds[kind]
-        widths = Counter(d["width"] for *_, d in links if d["width"])
-        speeds = Counter(d["speed"] for *_, d in links if d["speed"])
-        if not widths or not speeds:
+        links = [(a, b, data) for a, b, cables in kinds[kind] for data in cables]
+        rates = Counter((d["width"], d["speed"]) for _, _, d in links)
+        usual = _usual(rates)
+        if usual is None:
             continue
-        width, speed = widths.most_common(1)[0][0], speeds.most_common(1)[0][0]
-        for a, b, data in links:
-            narrow = data["width"] is not None and data["width"] < width
-            slow = data["speed"] is not None and SPEEDS.index(data["speed"]) < SPEEDS.index(speed)
-            if narrow or slow:
+        width, speed = usual
+        low = {rate for rate in rates if _below(rate, width, speed)}
+        for a, b, data in links if low else ():
+            if (data["width"], data["speed"]) in low:
                 ends = " - ".join(f"{tiers.name(g)} {names.get(g, f'0x{g:016x}')} port {data['ends'][g]}"
                                   for g in (b, a))
                 message = (f"{ends}: runs {_rate(data['width'], data['speed'])}, expected {_rate(width, speed)} "
                            f"like most {tiers.name(a)}-{tiers.name(b)} links")
                 found.append((message, tuple(g for g in (a, b) if tiers.rank(g) == 0)))
     return found
+
+
+def _usual(rates: Counter) -> tuple[int, str] | None:
+    """The most common known width and speed (each the first listed on a tie); None when either is unknown
+    on every link."""
+    widths: Counter = Counter()
+    speeds: Counter = Counter()
+    for (width, speed), count in rates.items():  # in the order each pair was first listed
+        if width:
+            widths[width] += count
+        if speed:
+            speeds[speed] += count
+    if not widths or not speeds:
+        return None
+    return widths.most_common(1)[0][0], speeds.most_common(1)[0][0]
+
+
+def _below(rate: tuple[int | None, str | None], width: int, speed: str) -> bool:
+    narrow = rate[0] is not None and rate[0] < width
+    return narrow or (rate[1] is not None and SPEEDS.index(rate[1]) < SPEEDS.index(speed))
 
 
 def missing_uplinks(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int],

@@ -148,11 +148,12 @@ def assign_owners(hcas: Sequence[Hca], guids: GuidMap, resolve: Callable[[str], 
     """
     notices = []
     shared = Counter(h.desc for h in hcas)
+    owners = guids.owners
     for hca in hcas:
         host, device, why = describe(hca.desc)
         if host and shared[hca.desc] > 1:
             host, why = None, f"description is on {shared[hca.desc]} HCAs"
-        owner = next((guids.owners[g] for g in (hca.guid, *hca.port_guids) if g in guids.owners), None)
+        owner = next((owners[g] for g in (hca.guid, *hca.port_guids) if g in owners), None) if owners else None
         if owner is not None:
             mapped = resolve(owner.node) or owner.node
             named = resolve(host) if host else None

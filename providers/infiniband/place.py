@@ -49,9 +49,7 @@ def place(fabric: Fabric, request: Request) -> Discovery:
     tiers = classify(fabric, (link[0] for h in hcas for link in h.links))
     names = switch_names({g: d["desc"] for g, d in fabric.nodes.items() if d["kind"] == "switch"})
     selected = [h for h in hcas if h.host and _wanted(h, request.pattern)]
-    host_links: dict[str, Counter] = defaultdict(Counter)
-    for hca in selected:
-        host_links[hca.host].update(link[0] for link in hca.links)
+    host_links = _host_links(selected)
     groups = leaf_groups(host_links)
     found_blocks = blocks(fabric, tiers, groups)
     block_of = found_blocks.of
@@ -70,11 +68,11 @@ def place(fabric: Fabric, request: Request) -> Discovery:
     _report_unknown(found, hcas, names)
     wanted = {n.name for n in request.nodes} if request.nodes else None
     _report_groups(found, groups, names, group_names, wanted)
-    paths = {}
-    for host, group in groups.host_group.items():
-        leaf = min(groups.members[group])
+    group_paths = {}  # one path per leaf group holding hosts, shared by them
+    for group in set(groups.host_group.values()):
         path = (group_names[str(group)],)
-        paths[host] = (block_names[block_of[leaf]], *path) if three_level else path
+        group_paths[group] = (block_names[block_of[min(groups.members[group])]], *path) if three_level else path
+    paths = {host: group_paths[group] for host, group in groups.host_group.items()}
     _read_off(found, paths, hcas, request)
     placed = {h.guid: h.host for h in hcas if h.host in found.paths}
     for message, hca_guids in slow_links(fabric, tiers, names):
@@ -86,6 +84,17 @@ def place(fabric: Fabric, request: Request) -> Discovery:
         found.problem(f"leaf {names[leaf]} port {ports[leaf]} - spine {names[spine]} port {ports[spine]} is the only "
                       "cable between two pods; it does not join them into one block (miscabled?)")
     return found
+
+
+def _host_links(hcas: Sequence[Hca]) -> dict[str, dict[int, int]]:
+    """Each host's links per leaf, leaves in the order first seen (plain dicts: a Counter per host cost more
+    than the counting, at 8,192 hosts)."""
+    host_links: dict[str, dict[int, int]] = {}
+    for hca in hcas:
+        counts = host_links.setdefault(hca.host, {})  # type: ignore[arg-type]
+        for leaf, _, _ in hca.links:
+            counts[leaf] = counts.get(leaf, 0) + 1
+    return host_links
 
 
 def _wanted(hca: Hca, pattern: re.Pattern | None) -> bool:
@@ -110,7 +119,7 @@ def _block_names(block_of: dict[int, int], tiers: Tiers, names: dict[int, str]) 
     return {int(b): name for b, name in named.items()}
 
 
-def _shape(tiers: Tiers, leaf_blocks: set[int], three_level: bool, host_links: dict[str, Counter],
+def _shape(tiers: Tiers, leaf_blocks: set[int], three_level: bool, host_links: dict[str, dict[int, int]],
            groups: LeafGroups, selected: Sequence[Hca], aggregation: int) -> str:
     empty = f" ({len(tiers.empty)} without hosts)" if tiers.empty else ""
     counts = f"{len(tiers.leaves)} leaves{empty}, {len(tiers.spines)} spines"

@@ -104,7 +104,7 @@ class LeafGroups:
     missing: dict[str, frozenset[int]] = field(default_factory=dict)  # host -> group leaves it has no link to
 
 
-def leaf_groups(host_links: Mapping[str, Counter]) -> LeafGroups:
+def leaf_groups(host_links: Mapping[str, Mapping[int, int]]) -> LeafGroups:
     """Group leaves by the leaf set most of their hosts attach to, then place each host by majority.
 
     `host_links[host]` counts the host's links per leaf. Leaf sets of different leaves that overlap (a
@@ -136,16 +136,25 @@ def leaf_groups(host_links: Mapping[str, Counter]) -> LeafGroups:
     for host, links in sorted(host_links.items()):
         if not links:
             continue
-        per_group: Counter = Counter()
-        for leaf, count in links.items():
-            per_group[group_of_leaf[leaf]] += count
-        group = max(per_group, key=lambda g: (per_group[g], -g)) if len(per_group) > 1 else next(iter(per_group))
+        group = _host_group(links, group_of_leaf, host, result.split)
         result.host_group[host] = group
-        if len(per_group) > 1:
-            result.split[host] = per_group
         if not expected[group] <= sets[host]:
             result.missing[host] = expected[group] - sets[host]
     return result
+
+
+def _host_group(links: Mapping[int, int], group_of_leaf: Mapping[int, int], host: str,
+                split: dict[str, Counter]) -> int:
+    """The group holding most of a host's links (on a tie the smallest); a host cabled to several groups goes
+    into `split`. Nearly every host reaches one group, which needs no counting."""
+    first = group_of_leaf[next(iter(links))]
+    if all(group_of_leaf[leaf] == first for leaf in links):
+        return first
+    per_group: Counter = Counter()
+    for leaf, count in links.items():
+        per_group[group_of_leaf[leaf]] += count
+    split[host] = per_group
+    return max(per_group, key=lambda g: (per_group[g], -g))
 
 
 @dataclass

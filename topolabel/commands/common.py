@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import argparse
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from labeler.config import Config
 from labeler.errors import InputError
 from labeler.model import Snapshot
-from labeler.nodes import Node, load_nodes_file
 from labeler.timeouts import Timeouts
 from providers.registry import SOURCES, get_source
 
 from ..output import FORMATS
 from ..pipeline import discover, read_config, read_snapshot, source_options
 from ..progress import terminal
+
+if TYPE_CHECKING:
+    from labeler.config import Config
+    from labeler.nodes import Node
 
 
 def config_parent() -> argparse.ArgumentParser:
@@ -63,10 +65,11 @@ def seconds(text: str) -> float:
     return value
 
 
-def source_parent() -> argparse.ArgumentParser:
+def source_parent(only: str | None = None) -> argparse.ArgumentParser:
+    """--source and every source's flags, or with `only`, that source's (each source's module is imported)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--source", choices=sorted(SOURCES), help="where topology comes from")
-    for name in sorted(SOURCES):
+    for name in [only] if only else sorted(SOURCES):
         get_source(name).add_arguments(parser)
     return parser
 
@@ -92,6 +95,8 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
     With --snapshot and no cluster named, `needed_for` says what the nodes are for, and the error when the
     default kubeconfig reaches no cluster says that --nodes would do instead."""
     if args.nodes:
+        from labeler.nodes import load_nodes_file
+
         return load_nodes_file(args.nodes)
     named = args.kubeconfig or args.context
     if not required and not named:
@@ -129,8 +134,9 @@ def _source_flags() -> dict[str, tuple[str, object]]:
             and a.dest != "help"}
 
 
-def snapshot_of(args: argparse.Namespace, cfg: Config, nodes: list[Node] | None = None) -> Snapshot:
-    """The snapshot given with --snapshot, or a fresh discovery from the configured source. Without `nodes`
+def snapshot_of(args: argparse.Namespace, cfg: Config | None, nodes: list[Node] | None = None) -> Snapshot:
+    """The snapshot given with --snapshot, or a fresh discovery from the configured source (`cfg` None: no
+    config file, the flags and defaults). Without `nodes`
     the cluster is read only when the source needs it: fabric sources (inventory, InfiniBand, LLDP files)
     run without one. Source flags with --snapshot are refused: nothing would read them."""
     if getattr(args, "snapshot", None):

@@ -23,8 +23,8 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_of(args)
-    snap = snapshot_of(args, cfg)
+    """Without --config no config is built: its defaults are all discovery needs (start-up time)."""
+    snap = snapshot_of(args, config_of(args) if args.config else None)
     if args.output == "table":
         snapshot_table(snap)
     else:
