@@ -11,12 +11,11 @@ the problem, never the file's content beyond the offending token.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from .errors import InputError
 from .files import read_text
@@ -25,19 +24,25 @@ MAX_DEPTH = 100  # real documents nest about 15 deep (a JobSet's pod template); 
 MAX_EXPANSION = 8  # aliases may make a document at most this many times its own size (plus a little)
 _SLACK = 10_000
 
-Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 PLAIN = (dict, list, str, int, float, bool, type(None))
 
 
-class _DataLoader(Loader):  # type: ignore[misc, valid-type]
-    """The safe loader without YAML 1.1's timestamps: `2024-01-01` stays the string it is in a label."""
+@functools.cache
+def _loaders() -> tuple[type, type, type]:
+    """libyaml's safe loader and the two built on it: the data loader, without YAML 1.1's timestamps
+    (`2024-01-01` stays the string it is in a label), and the strings loader, YAML 1.2's idea of plain scalars
+    (only true/false/null resolve; `012`, `1:30`, `0x1F` are strings). Built on first use: PyYAML loads only
+    when a YAML document is read (start-up of commands that read none)."""
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    data = type("DataLoader", (base,), {"yaml_implicit_resolvers": _resolvers(
+        yaml, {"bool", "int", "float", "null", "merge", "value"}, bools=False)})
+    strings = type("StringsLoader", (base,), {"yaml_implicit_resolvers": _resolvers(yaml, {"null"}, bools=True)})
+    return base, data, strings
 
 
-class _StringsLoader(Loader):  # type: ignore[misc, valid-type]
-    """YAML 1.2's idea of plain scalars: only true/false/null resolve; `012`, `1:30`, `0x1F` are strings."""
-
-
-def _resolvers(keep: set[str], bools: bool) -> dict[str, list[Any]]:
+def _resolvers(yaml: Any, keep: set[str], bools: bool) -> dict[str, list[Any]]:
     """The implicit resolvers whose tags are in `keep`; `bools`: booleans only as true/false."""
     table: dict[str, list[Any]] = {}
     for first, entries in yaml.resolver.Resolver.yaml_implicit_resolvers.items():
@@ -49,10 +54,6 @@ def _resolvers(keep: set[str], bools: bool) -> dict[str, list[Any]]:
         for first in "tTfF":
             table[first] = [*table.get(first, []), ("tag:yaml.org,2002:bool", strict)]
     return table
-
-
-_DataLoader.yaml_implicit_resolvers = _resolvers({"bool", "int", "float", "null", "merge", "value"}, bools=False)
-_StringsLoader.yaml_implicit_resolvers = _resolvers({"null"}, bools=True)
 
 
 def read_document(path: str | Path, strings: bool = False) -> Any:
@@ -84,9 +85,12 @@ def load_json(text: str, origin: str) -> Any:
 
 def load_all(text: str, origin: str, strings: bool = False) -> list[Any]:
     """Every document of a YAML stream, as plain data."""
+    import yaml
+
     check_yaml(text, origin)
+    _, data, strings_loader = _loaders()
     try:
-        return [_checked(doc, origin) for doc in yaml.load_all(text, Loader=_StringsLoader if strings else _DataLoader)]
+        return [_checked(doc, origin) for doc in yaml.load_all(text, Loader=strings_loader if strings else data)]
     except yaml.YAMLError as exc:
         raise InputError(f"{origin}: not valid YAML: {yaml_error(exc)}") from None
     except (ValueError, OverflowError) as exc:  # an integer longer than Python reads
@@ -96,12 +100,14 @@ def load_all(text: str, origin: str, strings: bool = False) -> list[Any]:
 def check_yaml(text: str, origin: str) -> None:
     """Refuse YAML nested deeper than MAX_DEPTH or whose aliases expand it far beyond its size, from the
     parser's events alone (nothing is built, and libyaml's parser keeps its own stack)."""
+    import yaml
+
     depth, events, expanded = 0, 0, 0
     sizes: list[int] = []  # nodes under each open collection, aliases expanded
     anchors: list[str | None] = []
     known: dict[str, int] = {}
     try:
-        for event in yaml.parse(text, Loader=Loader):
+        for event in yaml.parse(text, Loader=_loaders()[0]):
             events += 1
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
