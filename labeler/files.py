@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import BinaryIO, Iterable, Mapping
 
 from .errors import InputError, OutputError
 
@@ -32,15 +32,31 @@ def read_bytes(path: str | Path) -> bytes:
     try:
         if str(path) == "-":  # a text stream without bytes underneath (a test's StringIO) is UTF-8 already
             stdin = sys.stdin
-            data = stdin.buffer.read(MAX_INPUT_BYTES + 1) if hasattr(stdin, "buffer") else stdin.read().encode()
+            data = _bounded_read(stdin.buffer) if hasattr(stdin, "buffer") else stdin.read().encode()
         else:
             with open(path, "rb") as handle:
-                data = handle.read(MAX_INPUT_BYTES + 1)
+                if os.fstat(handle.fileno()).st_size > MAX_INPUT_BYTES:  # refused before reading any of it
+                    raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+                data = _bounded_read(handle)
     except OSError as exc:
         raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_INPUT_BYTES:
         raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
     return data
+
+
+def _bounded_read(stream: BinaryIO) -> bytes:
+    """At most MAX_INPUT_BYTES + 1 bytes of `stream`, a MiB at a time: one read of the whole bound would
+    reserve a GiB up front, which a memory-limited process (a container) cannot."""
+    chunks: list[bytes] = []
+    left = MAX_INPUT_BYTES + 1
+    while left > 0:
+        chunk = stream.read(min(1 << 20, left))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def text_of(data: bytes, name: str) -> str:

@@ -220,3 +220,20 @@ def test_a_quantity_the_client_reads_but_the_api_server_refuses_is_one_line(quan
     assert main(["kueue", "--config", str(EXAMPLES / "topolabel.yaml"), "--nodes", str(path), "--output-dir", "-"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{quantity!r} is not a quantity the API server accepts" in err
+
+
+def test_files_are_read_within_a_memory_limit(tmp_path: Path) -> None:
+    """A container's memory limit is far below the 1 GiB input bound: reading must not reserve the bound up
+    front (a small file read whole), and a file over the bound is refused by its size, unread."""
+    small, huge = tmp_path / "small.yaml", tmp_path / "huge.json"
+    small.write_text("levels: [block]\n")
+    with open(huge, "wb") as f:
+        f.truncate((1 << 30) + 1)  # sparse: no disk used
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20)); "
+            "from labeler.documents import read_document; from labeler.errors import InputError\n"
+            "print(read_document(sys.argv[1]))\n"
+            "try:\n    read_document(sys.argv[2])\nexcept InputError as exc:\n    print(exc)")
+    done = subprocess.run([sys.executable, "-c", code, str(small), str(huge)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == ["{'levels': ['block']}", f"{huge}: larger than 1024 MiB"]
