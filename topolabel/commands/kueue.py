@@ -10,6 +10,7 @@ from pathlib import Path
 from kueue_config.files import diff, read_dir, render, stream
 from kueue_config.objects import generate
 from labeler.errors import InputError
+from labeler.gcpause import paused_gc
 
 from ..output import problems_table
 from . import COMMANDS
@@ -55,12 +56,14 @@ def output_mode(args: argparse.Namespace) -> str:
     return "dir"
 
 
+@paused_gc()  # node records and snapshot: no cycles, yet the collector would walk them after every step
 def run(args: argparse.Namespace) -> int:
     mode = output_mode(args)
     cfg = config_of(args)
+    snapshot = snapshot_of(args, cfg) if args.snapshot else None  # first: its decoding's memory then holds nodes
     nodes = cluster_nodes(args, needed_for="which pool each node is in and what it holds (ResourceFlavors need "
                                            "the pool labels and taints, ClusterQueue quotas the allocatable)")
-    result = generate(snapshot_of(args, cfg, nodes), nodes, cfg)
+    result = generate(snapshot if snapshot is not None else snapshot_of(args, cfg, nodes), nodes, cfg)
     if result.problems:
         problems_table(result.problems, sys.stderr)
     if mode == "yaml":
