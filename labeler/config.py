@@ -36,6 +36,7 @@ from .documents import read_document
 from .errors import InputError
 from .names import camel, snake
 from .placement import DEFAULT_PREFIX
+from .plan import MAX_CHANGE_FRACTION
 from .queues import Amounts, ClusterQueueConfig, CohortConfig, LocalQueueConfig, ObjectName, kueue_issues
 from .validation import Issue, Loc, did_you_mean, issues, model_issues, one_line
 
@@ -62,7 +63,7 @@ class SourceConfig(BaseModel):
 
 
 class PlanConfig(_Model):
-    max_change_fraction: float = Field(0.25, alias="maxChangeFraction", ge=0, le=1,
+    max_change_fraction: float = Field(MAX_CHANGE_FRACTION, alias="maxChangeFraction", ge=0, le=1,
                                        description="Refuse a plan that rewrites or removes labels on more than this "
                                                    "share of nodes")
 

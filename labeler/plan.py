@@ -152,6 +152,9 @@ class _Planner:
         return change
 
 
+MAX_CHANGE_FRACTION = 0.25  # plan.maxChangeFraction's default
+
+
 def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:
     """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count)."""
     if force or plan.total == 0:
