@@ -29,11 +29,12 @@ def whole(argv: list[str]) -> dict[str, object]:
 
 
 def lean(argv: list[str]) -> dict[str, object]:
+    """What `parse` makes of `argv`, less its record that no source flag was read (a snapshot command line)."""
     try:
         args = parse(argv, "topolabel")
     except SystemExit as exc:
         return {"exit": exc.code}
-    return {k: v for k, v in vars(args).items() if k != "top_parser"}
+    return {k: v for k, v in vars(args).items() if k not in ("top_parser", "source_flags_read")}
 
 
 @pytest.mark.parametrize("argv", [
@@ -42,6 +43,8 @@ def lean(argv: list[str]) -> dict[str, object]:
     ["discover", "--ibnetdiscover", "f", "--source", "infiniband", "--nodes", "n.yaml", "--context", "c"],
     ["plan", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
     ["discover", "--source", "lldp", "--source", "infiniband", "--ibnetdiscover", "f"],
+    ["plan", "--snapshot", "s.json", "--nodes", "n.yaml", "-o", "json"],
+    ["kueue", "--snapshot=s.json", "--nodes", "n.yaml", "--output-dir", "out"],
 ])
 def test_the_lean_parser_reads_what_the_whole_one_reads(argv: list[str]) -> None:
     got, want = lean(argv), whole(argv)
@@ -55,6 +58,8 @@ def test_the_lean_parser_reads_what_the_whole_one_reads(argv: list[str]) -> None
     ["discover", "--source", "infiniband", "--ib-timeout", "soon"],  # a bad value
     ["discover", "--source", "infiniband", "--bogus"],
     ["discover", "--source", "nowhere", "--ibnetdiscover", "f"],
+    ["plan", "--snapshot", "s.json", "--preset", "gke"],  # a source flag beside a snapshot: refused later
+    ["plan", "--snapshot", "s.json", "--source", "nowhere"],
 ])
 def test_what_the_lean_parser_does_not_know_goes_to_the_whole_one(argv: list[str], capsys) -> None:
     want = whole(argv)
@@ -127,6 +132,25 @@ def test_the_model_keeps_its_name_fields_and_defaults() -> None:
     assert Model is model_of(options.InfinibandOptions) and Model.__name__ == "InfinibandOptions"
     assert {name: f.default for name, f in Model.model_fields.items()} == \
         {f.name: f.default for f in dataclasses.fields(options.InfinibandOptions)}
+
+
+def test_a_plan_from_a_snapshot_imports_no_source(tmp_path) -> None:
+    """No source runs beside a snapshot, so none is imported; a source flag given anyway is still refused."""
+    snapshot, nodes = tmp_path / "snap.json", tmp_path / "nodes.json"
+    snapshot.write_text('{"levels": [{"name": "rack", "label": "topolabel.dev/rack"}], "nodes": {"n1": {"rack": "r1"}}, '
+                        '"problems": []}')
+    nodes.write_text('{"items": [{"metadata": {"name": "n1"}}]}')
+    code = ("import sys; from topolabel.cli import main; "
+            f"code = main(['plan', '--snapshot', {str(snapshot)!r}, '--nodes', {str(nodes)!r}, '-o', 'json']); "
+            "print(code, sorted(m for m in sys.modules if m.startswith(('pydantic', 'providers.')) "
+            "and m not in ('providers.base', 'providers.registry')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert result.stdout.splitlines()[-1] == "0 []"
+    refused = subprocess.run([sys.executable, "-m", "topolabel.cli", "plan", "--snapshot", str(snapshot), "--nodes",
+                              str(nodes), "--preset", "gke"], capture_output=True, text=True, timeout=120)
+    assert (refused.returncode, refused.stderr.splitlines()[-1]) == (
+        2, "topolabel plan: error: --preset: a source's flags have no effect with --snapshot (the snapshot is the "
+           "topology); drop them, or drop --snapshot to discover")
 
 
 def test_a_discovery_from_flags_imports_no_pydantic() -> None:

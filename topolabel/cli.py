@@ -67,8 +67,8 @@ class NarrowParser(argparse.ArgumentParser):
 
 def parser(prog: str = "topolabel", command: str | None = None, source: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `command`, only that command's flags are built (completion needs them all); with
-    `source` too, only that source's flags, in a parser that raises `Narrow` on anything else."""
-    top = (NarrowParser if source else argparse.ArgumentParser)(prog=prog, description=DESCRIPTION)
+    `source` too, only that source's flags ("": none), in a parser that raises `Narrow` on anything else."""
+    top = (argparse.ArgumentParser if source is None else NarrowParser)(prog=prog, description=DESCRIPTION)
     top.add_argument("--version", action=VersionAction)
     top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -100,18 +100,25 @@ def chosen_source(argv: list[str]) -> str | None:
 
 
 def parse(argv: list[str], prog: str) -> argparse.Namespace:
-    """The command line parsed. A command line naming its source is read first with that source's flags only:
-    importing every source (and pydantic with their options) costs more than most discoveries. Anything that
-    parser does not know (help, another source's flag, an abbreviation, an error) is read by the whole parser,
-    so the result, help and errors are the same."""
+    """The command line parsed. A command line naming its source is read first with that source's flags only,
+    and one reading a snapshot (no source runs) with no source's flags at all: importing every source (and
+    pydantic with their options) costs more than most discoveries. Anything that parser does not know (help,
+    another source's flag, an abbreviation, an error) is read by the whole parser, so the result, help and
+    errors are the same."""
     command = chosen_command(argv) or ""
-    source = chosen_source(argv) if command != "completion" and not HELP.intersection(argv) else None
-    if source:
+    source = None
+    if command != "completion" and not HELP.intersection(argv):
+        source = chosen_source(argv) or ("" if reads_snapshot(argv) else None)
+    if source is not None:
         try:
             return parser(prog, command, source).parse_args(argv)
         except Narrow:
             pass
     return parser(prog, command).parse_args(argv)
+
+
+def reads_snapshot(argv: list[str]) -> bool:
+    return any(arg == "--snapshot" or arg.startswith("--snapshot=") for arg in argv)
 
 
 def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:

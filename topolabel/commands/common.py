@@ -66,11 +66,14 @@ def seconds(text: str) -> float:
 
 
 def source_parent(only: str | None = None) -> argparse.ArgumentParser:
-    """--source and every source's flags, or with `only`, that source's (each source's module is imported)."""
+    """--source and every source's flags, or with `only`, that source's ("": none; a parser then records that
+    no source flag was read). Each source whose flags are added has its module imported."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--source", choices=sorted(SOURCES), help="where topology comes from")
-    for name in [only] if only else sorted(SOURCES):
+    for name in sorted(SOURCES) if only is None else [only] if only else []:
         get_source(name).add_arguments(parser)
+    if only == "":
+        parser.set_defaults(source_flags_read=False)
     return parser
 
 
@@ -123,7 +126,10 @@ def connect(args: argparse.Namespace, pool: int = 64) -> Any:
 
 
 def given_source_flags(args: argparse.Namespace) -> list[str]:
-    """The source flags given on the command line (those differing from their defaults)."""
+    """The source flags given on the command line (those differing from their defaults): none when the parser
+    had none (`cli.parse` reads a command line that way only when it holds none)."""
+    if not getattr(args, "source_flags_read", True):
+        return ["--source"] if args.source else []
     return [flag for dest, (flag, default) in _source_flags().items() if getattr(args, dest, default) != default]
 
 
