@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any, Sequence
 
 from labeler.config import Config, KueueConfig, PoolConfig
@@ -40,15 +41,22 @@ def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> t
     """Placed nodes grouped by the pool label (or the first fallback label they carry)."""
     pools: dict[tuple[str, str], Pool] = {}
     problems = []
-    for node in sorted(nodes, key=lambda n: n.name):
-        if node.name not in snapshot.nodes:
+    keys, placed = [cfg.label, *cfg.fallback_labels], snapshot.nodes
+    for node in sorted(nodes, key=attrgetter("name")):
+        if node.name not in placed:
             continue
-        key = next((k for k in [cfg.label, *cfg.fallback_labels] if node.labels.get(k)), None)
-        if key is None:
-            problems.append(Problem("kueue", f"has none of the pool labels {', '.join([cfg.label, *cfg.fallback_labels])}; "
-                                             "it is in no ResourceFlavor", node.name))
+        for key in keys:
+            value = node.labels.get(key)
+            if value:
+                break
+        else:
+            problems.append(Problem("kueue", f"has none of the pool labels {', '.join(keys)}; it is in no "
+                                             "ResourceFlavor", node.name))
             continue
-        pools.setdefault((key, node.labels[key]), Pool(key, node.labels[key])).nodes.append(node)
+        pool = pools.get((key, value))
+        if pool is None:
+            pool = pools[key, value] = Pool(key, value)
+        pool.nodes.append(node)
     return [pools[k] for k in sorted(pools)], problems
 
 
@@ -61,8 +69,9 @@ def topology(levels: Sequence[Level], cfg: KueueConfig) -> dict[str, Any]:
 
 def tolerations(pool: Pool, taint_keys: Sequence[str]) -> list[dict[str, str]]:
     """Tolerations for the accelerator taints found on the pool's nodes, so admitted pods can land."""
+    distinct = {id(n.taints): n.taints for n in pool.nodes}.values()  # nodes of a pool share one (NodeReader)
     found = {(t.get("key", ""), t.get("value") or "", t.get("effect") or "")
-             for n in pool.nodes for t in n.taints if t.get("key") in taint_keys}
+             for taints in distinct for t in taints if t.get("key") in taint_keys}
     out = []
     for key, value, effect in sorted(found):
         tol = {"key": key, "operator": "Equal", "value": value} if value else {"key": key, "operator": "Exists"}

@@ -57,6 +57,7 @@ class NodeReader:
         self.origin = origin
         self.nodes: list[Node] = []
         self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
+        self._taint_lists: dict[tuple[int, ...], tuple[Mapping[str, str], ...]] = {}
 
     def node(self, obj: Mapping[str, Any]) -> Node:
         meta = mapping(obj.get("metadata"), f"{self.origin}: metadata")
@@ -76,7 +77,7 @@ class NodeReader:
                     self._strings_of(meta.get("annotations"), f"{where}: metadata.annotations"),
                     text(spec.get("providerID") or "", f"{where}: spec.providerID"),
                     self._shared(status.get("allocatable"), self._strings_of, f"{where}: status.allocatable"),
-                    tuple(self._shared(t, _taint, f"{where}: spec.taints[]") for t in taints), ready,
+                    self._taints([self._shared(t, _taint, f"{where}: spec.taints[]") for t in taints]), ready,
                     bool(spec.get("unschedulable")))
 
     def add(self, item: Any) -> None:
@@ -112,7 +113,7 @@ class NodeReader:
         return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
                     dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
                     spec.providerID, self._shared(status.allocatable, self._strings_of, where),
-                    tuple(self._shared(t, _taint, where) for t in spec.taints), ready, spec.unschedulable)
+                    self._taints([self._shared(t, _taint, where) for t in spec.taints]), ready, spec.unschedulable)
 
     def done(self) -> list[Node]:
         """The nodes read, refusing a list that names a node twice."""
@@ -133,6 +134,11 @@ class NodeReader:
             return dict(zip(map(sys.intern, value), map(sys.intern, value.values())))
         except TypeError:  # sys.intern takes only strings
             return {sys.intern(k): sys.intern(v) for k, v in string_map(value, where).items()}
+
+    def _taints(self, taints: list[dict[str, str]]) -> tuple[Mapping[str, str], ...]:
+        """One tuple of each distinct list of (shared) taints: the nodes of a pool carry the same ones. Keyed
+        by the taints' identities, which stay unique: every taint in a kept tuple stays alive with it."""
+        return self._taint_lists.setdefault(tuple(map(id, taints)), tuple(taints)) if taints else ()
 
     def _shared(self, value: Any, copy: Callable[[Any, str], dict[str, Any]], where: str) -> dict[str, Any]:
         """One `copy` of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""
