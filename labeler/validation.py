@@ -11,9 +11,10 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from pydantic import BaseModel, ValidationError
+if TYPE_CHECKING:  # pydantic loads only when a model is validated (start-up of commands that validate none)
+    from pydantic import BaseModel, ValidationError
 
 Loc = tuple[str | int, ...]
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -110,6 +111,8 @@ def _children(options: list[Mapping[str, Any]], part: str | int) -> list[Mapping
 def model_issues(model: type[BaseModel], data: Any, prefix: Loc = (),
                  rename: Mapping[str, str] | None = None) -> tuple[Any, list[Issue]]:
     """Validate `data` as `model`: the instance and no issues, or None and every issue."""
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(data), []
     except ValidationError as exc:

@@ -98,7 +98,8 @@ def parse_options(declared: type[OptionsT], ctx: SourceContext) -> OptionsT:
         return plain
     from .options import model_of
 
-    return declared(**dict(_validated(model_of(declared), ctx)))
+    validated = _validated(model_of(declared), ctx)
+    return declared(**{item.name: getattr(validated, item.name) for item in dataclasses.fields(declared)})
 
 
 def _validated(model: Any, ctx: SourceContext) -> Any:

@@ -6,9 +6,8 @@ The presets and where their keys come from are in `presets`; Topograph's variabl
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from typing import Sequence
-
-from pydantic import field_validator, model_validator
 
 from labeler.errors import SourceError
 from labeler.labelvalues import is_valid_value
@@ -18,7 +17,7 @@ from labeler.placement import pad_depths
 from labeler.validation import did_you_mean
 from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION
 
-from ..base import Options, Source, SourceContext, parse_options
+from ..base import Source, SourceContext, parse_options
 from . import topograph
 from .presets import PRESETS, Preset, PresetLevel
 
@@ -29,25 +28,26 @@ ANNOTATION_FALLBACK = {"nvidia.com/gpu.clique": CLIQUE_ANNOTATION}
 KNOWN = ", ".join(sorted([*PRESETS, TOPOGRAPH]))
 
 
-class LabelsOptions(Options):
-    preset: str | None = None
+def _known(preset: str | None) -> str | None:
+    if preset and preset not in PRESETS and preset != TOPOGRAPH:
+        raise ValueError(f"unknown preset {preset!r}" + did_you_mean(preset, [*PRESETS, TOPOGRAPH]))
+    return preset
+
+
+@dataclass(frozen=True)
+class LabelsOptions:
+    """A plain dataclass: a discovery from flags reads it without pydantic; config files check it against the
+    model made from it (`providers.options.model_of`)."""
+
+    preset: str | None = field(default=None, metadata={"check": _known})
     keys: list[str] | None = None
     names: list[str] | None = None
 
-    @field_validator("preset")
-    @classmethod
-    def _known(cls, preset: str | None) -> str | None:
-        if preset and preset not in PRESETS and preset != TOPOGRAPH:
-            raise ValueError(f"unknown preset {preset!r}" + did_you_mean(preset, [*PRESETS, TOPOGRAPH]))
-        return preset
-
-    @model_validator(mode="after")
-    def _one_of(self) -> "LabelsOptions":
+    def check(self) -> None:
         if bool(self.preset) == bool(self.keys):
             raise ValueError(f"give either a preset ({KNOWN}) or keys, not both")
         if self.names is not None and (not self.keys or len(self.names) != len(self.keys)):
             raise ValueError("names must list one level name per key")
-        return self
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
