@@ -28,6 +28,7 @@ _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)$")
 _AT_BYTE = re.compile(r"\(byte (\d+)\)$")
 _TRUNCATED = "Input data was truncated"
 RUN_TRIES = 3  # separator matches tried per run, from the last in the buffer back
+SEPARATOR = 20  # bytes from a comma between elements that recur between others (`, {"apiVersion": "v1"`)
 _TAIL = 16  # an error this close to the chunk's end may be a number, escape or UTF-8 sequence cut by it
 _BLANK = re.compile(rb"[^ \t\r\n]")
 _RAW = msgspec.json.Decoder(msgspec.Raw)
@@ -46,7 +47,7 @@ class ListScanner:
 
     def __init__(self, file: BinaryIO, origin: str) -> None:
         self._file, self.origin = file, origin
-        self._data, self._pos, self._eof, self._want = b"", 0, False, CHUNK
+        self._data, self._pos, self._eof, self._want = bytearray(), 0, False, CHUNK
         self._failed = -1  # where the last run that did not decode ended: no run is tried up to there again
 
     def peek(self) -> int:
@@ -122,9 +123,10 @@ class ListScanner:
         if not chunk:
             self._eof = True
             return False
-        self._data = self._data[self._pos:] + chunk
-        self._failed -= self._pos
-        self._pos = 0
+        keep = max(self._pos - 1, 0)  # the byte before the cursor too: `_run` borrows it for a bracket
+        self._data = self._data[keep:] + chunk
+        self._failed -= keep
+        self._pos -= keep
         return True
 
     def find_items(self) -> bool:
@@ -166,8 +168,8 @@ class ListScanner:
                 return
             comma = self._pos
             self._pos += 1
-            if not separator and self.peek() != -1:
-                separator = self._data[comma:self._pos + 16]  # the comma, blanks, the next element's start
+            if not separator and len(self._data) > comma + SEPARATOR:
+                separator = bytes(self._data[comma:comma + SEPARATOR])  # the comma, blanks, the next element's start
 
     def _run(self, separator: bytes) -> list[msgspec.Raw]:
         """The elements from the cursor up to the last `separator` in the buffer, cut by one decode of them as
@@ -177,19 +179,34 @@ class ListScanner:
         says where a malformed file goes wrong)."""
         if len(self._data) - self._pos < CHUNK // 2:
             self._more()
+        if self._pos < 1:  # no byte before the cursor to stand in for '[' (not after a separator)
+            return []
         end = len(self._data)
         for _ in range(RUN_TRIES):
             end = self._data.rfind(separator, self._pos, end)
             if end <= max(self._pos, self._failed):
                 return []
-            try:
-                run = _RAWS.decode(b"[" + self._data[self._pos:end] + b"]")
-            except (msgspec.DecodeError, RecursionError):
-                continue
-            self._pos = end + 1
-            return run
+            run = self._array_at(end)
+            if run is not None:
+                self._pos = end + 1
+                return run
         self._failed = end
         return []
+
+
+    def _array_at(self, end: int) -> list[msgspec.Raw] | None:
+        """The elements from the cursor to `end` (a comma), decoded in place as an array: the byte before the
+        cursor and the comma stand in for its brackets during the decode (no copy of the buffer); None when
+        they do not decode."""
+        data, start = self._data, self._pos - 1
+        before, after = data[start], data[end]
+        data[start], data[end] = ord("["), ord("]")
+        try:
+            return _RAWS.decode(memoryview(data)[start:end + 1])
+        except (msgspec.DecodeError, RecursionError):
+            return None
+        finally:
+            data[start], data[end] = before, after
 
 
 @contextmanager
