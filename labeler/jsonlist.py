@@ -152,7 +152,6 @@ class ListScanner:
         if not self.take(b"}") or self.peek() != -1:
             raise InputError(f"{self.origin}: not valid JSON: unexpected content after the items")
 
-
     def _elements(self) -> Iterator[RawItem]:
         """The array's elements: cut one by one until the bytes between two of them are known, then in runs
         (`_run`) wherever those bytes recur, falling back to one by one where a run does not check out."""
@@ -179,8 +178,6 @@ class ListScanner:
         says where a malformed file goes wrong)."""
         if len(self._data) - self._pos < CHUNK // 2:
             self._more()
-        if self._pos < 1:  # no byte before the cursor to stand in for '[' (not after a separator)
-            return []
         end = len(self._data)
         for _ in range(RUN_TRIES):
             end = self._data.rfind(separator, self._pos, end)
@@ -193,11 +190,11 @@ class ListScanner:
         self._failed = end
         return []
 
-
     def _array_at(self, end: int) -> list[msgspec.Raw] | None:
         """The elements from the cursor to `end` (a comma), decoded in place as an array: the byte before the
         cursor and the comma stand in for its brackets during the decode (no copy of the buffer); None when
-        they do not decode."""
+        they do not decode. The cursor always follows a separator's comma here, and `_more` keeps the byte
+        before it."""
         data, start = self._data, self._pos - 1
         before, after = data[start], data[end]
         data[start], data[end] = ord("["), ord("]")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Sequence
 
 from labeler.errors import SourceError
@@ -108,11 +109,8 @@ def _carried(level: PresetLevel, nodes: Sequence[Node], placeholders: frozenset[
 def _plain_path(node: Node, keys: list[str], placeholders: frozenset[str]) -> tuple[str, ...] | None:
     """The node's path when it carries every key with a real value (most nodes): what `_value` gives for
     each key then, found with a few set and map operations instead of a call per key."""
-    values = tuple(map(str.strip, map(node.labels.get, keys, _EMPTY * len(keys))))
+    values = tuple(map(str.strip, map(node.labels.get, keys, repeat(""))))
     return values if all(values) and placeholders.isdisjoint(values) else None
-
-
-_EMPTY = ("",)
 
 
 def _value(node: Node, key: str, placeholders: frozenset[str] = frozenset()) -> str:

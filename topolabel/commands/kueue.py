@@ -14,7 +14,7 @@ from labeler.gcpause import paused_gc
 
 from ..output import problems_table
 from . import COMMANDS
-from .common import cluster_nodes, config_of, snapshot_of
+from .common import config_of, snapshot_and_nodes
 
 GENERATOR = "kueue"
 EXAMPLES = """examples:
@@ -60,10 +60,10 @@ def output_mode(args: argparse.Namespace) -> str:
 def run(args: argparse.Namespace) -> int:
     mode = output_mode(args)
     cfg = config_of(args)
-    snapshot = snapshot_of(args, cfg) if args.snapshot else None  # first: its decoding's memory then holds nodes
-    nodes = cluster_nodes(args, needed_for="which pool each node is in and what it holds (ResourceFlavors need "
-                                           "the pool labels and taints, ClusterQueue quotas the allocatable)")
-    result = generate(snapshot if snapshot is not None else snapshot_of(args, cfg, nodes), nodes, cfg)
+    snapshot, nodes = snapshot_and_nodes(args, cfg, needed_for="which pool each node is in and what it holds "
+                                         "(ResourceFlavors need the pool labels and taints, ClusterQueue quotas "
+                                         "the allocatable)")
+    result = generate(snapshot, nodes, cfg)
     if result.problems:
         problems_table(result.problems, sys.stderr)
     if mode == "yaml":
