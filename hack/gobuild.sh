@@ -16,17 +16,20 @@ cache_key() {  # $1: build flags, $2...: files
   cat "$@" <(go env GOVERSION) <(echo "$flags") | sha256sum | cut -c1-12
 }
 
-# Unless directory $2 exists, run function $3 with a scratch directory as its argument (it builds into it),
-# then move the scratch directory to $2. $1 names the build in the log.
-build_once() {  # $1: name, $2: destination, $3: build function
-  local name=$1 dest=$2 compile=$3 started
-  [ ! -d "$dest" ] || return 0
+# Unless directory $2 exists, run function $3 with a scratch directory and then $4... as its arguments (it
+# builds into the scratch directory), then move the scratch directory to $2. $1 names the build in the log.
+# The build function gets everything as arguments: bash's dynamic scoping would otherwise hand it this
+# function's locals under the caller's names (a `name` here once renamed every binary built).
+build_once() {  # $1: label, $2: destination, $3: build function, $4...: its arguments
+  local gobuild_label=$1 gobuild_dest=$2 gobuild_compile=$3 gobuild_started
+  shift 3
+  [ ! -d "$gobuild_dest" ] || return 0
   mkdir -p "$CACHE"
-  gobuild_work=$(mktemp -d "$CACHE/.$name-build.XXXXXX")
-  echo "${0##*/}: building $name ($(go env GOVERSION)) into $dest" >&2
-  started=$SECONDS
-  "$compile" "$gobuild_work"
-  echo "${0##*/}: built $name in $((SECONDS - started)) s" >&2
-  mv -T "$gobuild_work" "$dest" 2>/dev/null || rm -rf "$gobuild_work"  # a concurrent build got there first
+  gobuild_work=$(mktemp -d "$CACHE/.$gobuild_label-build.XXXXXX")
+  echo "${0##*/}: building $gobuild_label ($(go env GOVERSION)) into $gobuild_dest" >&2
+  gobuild_started=$SECONDS
+  "$gobuild_compile" "$gobuild_work" "$@"
+  echo "${0##*/}: built $gobuild_label in $((SECONDS - gobuild_started)) s" >&2
+  mv -T "$gobuild_work" "$gobuild_dest" 2>/dev/null || rm -rf "$gobuild_work"  # a concurrent build got there first
   gobuild_work=""
 }
