@@ -57,7 +57,8 @@ def test_two_clusters_side_by_side_and_a_taken_port_retried(tmp_path: Path, monk
 def test_usage_errors_exit_2(capsys) -> None:
     assert testcluster.main(["up"]) == 2
     assert testcluster.main(["down", "/tmp/x", "--with-kueue"]) == 2
-    assert "hack/test-cluster up DIR [--with-kueue]" in capsys.readouterr().err
+    assert testcluster.main(["down", "/tmp/x", "--with-kwok"]) == 2
+    assert "hack/test-cluster up DIR [--with-kueue] [--with-kwok]" in capsys.readouterr().err
 
 
 def test_alive_only_for_processes_of_that_directory(tmp_path: Path) -> None:
