@@ -47,7 +47,7 @@ START_ATTEMPTS = 3  # a picked port can be taken by someone else before the serv
 READY_TIMEOUT = 180.0  # per stage; generous because a shared 2-core machine can be very loaded
 TOKEN_SECONDS = 366 * 24 * 3600  # of the ServiceAccount tokens Kueue and KWOK run with
 # Stopped in the reverse order.
-PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue", "kwok")
+PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue", "jobset", "kwok")
 # What a cluster without kubelets must not run: node lifecycle would mark every Node NotReady and taint it
 # (no kubelet posts heartbeats); the TTL controller annotates every Node, which tests would see as writes.
 CONTROLLERS = "*,-node-lifecycle-controller,-ttl-controller"
@@ -62,10 +62,12 @@ KWOK_STOPPED_LABEL = "test-cluster.topolabel.dev/kubelet-stopped"
 KWOK_STAGES = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
 KWOK_ACCOUNT = ("kube-system", "kwok-controller")  # the ServiceAccount of KWOK's released RBAC (kustomize/rbac)
 KWOK_POD_CIDR = "10.64.0.0/10"  # pod IPs KWOK hands out (its default /24 runs out at 254 running pods)
-# What of Kueue's released manifests (config/default) is installed; the Deployment, Services, APIService
-# (visibility, off here) and ConfigMap are replaced by the process and the configuration this file writes.
-KUEUE_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-               "CustomResourceDefinition", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+# What of Kueue's, JobSet's and KWOK's released manifests (config/default, kustomize/rbac) is installed; the
+# Deployment, Services, APIService (Kueue's visibility, off here), ConfigMap and Secret are replaced by the
+# process and the configuration this file writes. (Only KWOK's have a FlowSchema.)
+RELEASE_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                 "CustomResourceDefinition", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                 "FlowSchema")
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
 # One audit event per request, when its response is complete. Left out: the server's own loopback traffic
@@ -113,13 +115,14 @@ class Binaries:
     kubectl: str
     kueue: str | None = None
     kueue_module: str | None = None  # Kueue's module directory: config/ holds its CRDs and webhooks
+    jobset: str | None = None  # JobSet's controller, run where pods run (with KWOK)
     jobset_module: str | None = None
     kwok: str | None = None
     kwok_module: str | None = None  # KWOK's module directory: kustomize/rbac holds its RBAC
 
     @property
     def has_kueue(self) -> bool:
-        return bool(self.kueue and self.kueue_module and self.jobset_module)
+        return bool(self.kueue and self.kueue_module and self.jobset and self.jobset_module)
 
     @property
     def has_kwok(self) -> bool:
@@ -142,7 +145,8 @@ def find_binaries() -> Binaries | None:
     if not all(core.values()):
         return None
     return Binaries(**{k.replace("-", "_"): v for k, v in core.items()}, kueue=stack_path("kueue"),
-                    kueue_module=stack_path("kueue-module"), jobset_module=stack_path("jobset-module"),
+                    kueue_module=stack_path("kueue-module"), jobset=stack_path("jobset"),
+                    jobset_module=stack_path("jobset-module"),
                     kwok=stack_path("kwok"), kwok_module=stack_path("kwok-module"))
 
 
@@ -524,8 +528,9 @@ def by_url(config: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
     return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
 
 
-def rewrite_for_local_kueue(obj: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
-    """Webhook configurations and CRD conversion webhooks call Kueue on 127.0.0.1 rather than its Service."""
+def rewrite_for_local_webhooks(obj: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
+    """Webhook configurations and CRD conversion webhooks call the controller (Kueue, JobSet) on 127.0.0.1
+    rather than its Service."""
     if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         for hook in obj.get("webhooks", []):
             hook["clientConfig"] = by_url(hook["clientConfig"], port, ca_bundle)
@@ -586,37 +591,100 @@ def service_account_token(starting: Starting, namespace: str, name: str) -> str:
     return json.loads(body)["status"]["token"]
 
 
+def install_release(state: State, root: Path, manifests: list[dict[str, Any]], webhook_port: int | None = None
+                    ) -> tuple[str, str]:
+    """The RELEASE_KINDS of a release's manifests, server-side applied, their webhooks (and CRD conversion)
+    pointed at 127.0.0.1:`webhook_port`; back once the CRDs are established. Returns the namespace and
+    ServiceAccount of the release's one Deployment, which the process runs as."""
+    ca_bundle = b64(root / "pki" / "ca.crt")
+    wanted = [rewrite_for_local_webhooks(o, webhook_port, ca_bundle) if webhook_port else o
+              for o in manifests if o["kind"] in RELEASE_KINDS]
+    kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster", "-f", "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted}))
+    crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
+    if crds:
+        kubectl(state, root, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds))
+    deployments = [o for o in manifests if o["kind"] == "Deployment"]
+    if not deployments:
+        return "", ""
+    (deployment,) = deployments
+    return deployment["metadata"]["namespace"], deployment["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def account_kubeconfig(starting: Starting, name: str, namespace: str, account: str) -> Path:
+    """DIR/`name`.kubeconfig: ServiceAccount `namespace`/`account`, with a token from a TokenRequest."""
+    path = starting.root / f"{name}.kubeconfig"
+    token = service_account_token(starting, namespace, account)
+    path.write_text(kubeconfig(starting.state.server, starting.ca, f"{namespace}/{account}", token))
+    return path
+
+
+def start_process(starting: Starting, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """A cluster process, recorded in DIR/cluster.json before it is waited for (so `down` finds it)."""
+    proc = spawn(command, starting.root / f"{name}.log", env)
+    starting.state.pids[name] = proc.pid
+    write_state(starting.root, starting.state)
+    starting.procs = {name: proc}
+    return proc
+
+
 def start_kueue(root: Path, binaries: Binaries, state: State) -> State:
-    """Kueue's and JobSet's CRDs, Kueue's RBAC and webhooks; then the manager, as its ServiceAccount."""
+    """Kueue's and JobSet's CRDs, Kueue's RBAC and webhooks; then the manager, as its ServiceAccount. Where
+    KWOK runs pods, JobSet's controller too (`start_jobset`)."""
     assert binaries.kueue and binaries.kueue_module and binaries.jobset_module  # has_kueue, for the type checker
     health, metrics, webhook = free_ports(3)
     state.ports.update({"kueue-health": health, "kueue-metrics": metrics, "kueue-webhook": webhook})
-    ca_bundle = b64(root / "pki" / "ca.crt")
     manifests = released_manifests(state, root, Path(binaries.kueue_module) / "config" / "default")
-    (deployment,) = [o for o in manifests if o["kind"] == "Deployment"]
-    namespace = deployment["metadata"]["namespace"]
-    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    wanted = [rewrite_for_local_kueue(o, webhook, ca_bundle) for o in manifests if o["kind"] in KUEUE_KINDS]
-    kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster", "-f", "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted}))
+    namespace, account = install_release(state, root, manifests, webhook)
     kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster",
             "-f", str(Path(binaries.jobset_module) / "config" / "components" / "crd" / "bases"))
-    crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
-    kubectl(state, root, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds))
     starting = Starting(root, state, {})
-    token = service_account_token(starting, namespace, account)
-    (root / "kueue.kubeconfig").write_text(kubeconfig(state.server, root / "pki" / "ca.crt",
-                                                      f"{namespace}/{account}", token))
+    config = account_kubeconfig(starting, "kueue", namespace, account)
     (root / "kueue" / "config.json").write_text(json.dumps(kueue_config(root, state.ports), indent=2) + "\n")
-    env = {**os.environ, "KUBECONFIG": str(root / "kueue.kubeconfig")}
-    proc = spawn(in_etc_overlay(root, [binaries.kueue, f"--config={root / 'kueue' / 'config.json'}"]),
-                 root / "kueue.log", env)
-    state.pids["kueue"] = proc.pid
     state.kueue = True
-    write_state(root, state)
-    starting.procs = {"kueue": proc}
+    start_process(starting, "kueue", in_etc_overlay(root, [binaries.kueue, f"--config={root / 'kueue' / 'config.json'}"]),
+                  {**os.environ, "KUBECONFIG": str(config)})
     starting.wait("kueue", lambda: kueue_ready(starting, health))
+    if state.kwok:
+        start_jobset(root, binaries, state)
     return state
+
+
+def start_jobset(root: Path, binaries: Binaries, state: State) -> None:
+    """JobSet's controller as released (config/default of its module: RBAC, webhooks, its CRD with the
+    conversion webhook), as its ServiceAccount, with webhooks and metrics on 127.0.0.1; back once its
+    /readyz answers and a server-side dry run of a JobSet passes through its webhooks."""
+    assert binaries.jobset and binaries.jobset_module  # has_kueue, for the type checker
+    health, metrics, webhook = free_ports(3)
+    state.ports.update({"jobset-health": health, "jobset-metrics": metrics, "jobset-webhook": webhook})
+    manifests = released_manifests(state, root, Path(binaries.jobset_module) / "config" / "default")
+    namespace, account = install_release(state, root, manifests, webhook)
+    starting = Starting(root, state, {})
+    config = account_kubeconfig(starting, "jobset", namespace, account)
+    certs = root / "jobset" / "certs"
+    install_serving_cert(root, certs)
+    (root / "jobset" / "config.json").write_text(json.dumps({
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "certDir": str(certs)},
+        "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(certs)},
+        "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False}}, indent=2) + "\n")
+    start_process(starting, "jobset", [binaries.jobset, f"--config={root / 'jobset' / 'config.json'}"],
+                  {**os.environ, "KUBECONFIG": str(config)})
+    starting.wait("jobset", lambda: jobset_ready(starting, health))
+
+
+def jobset_ready(starting: Starting, health_port: int) -> str | None:
+    """JobSet's /readyz, then its webhooks: a server-side dry run of a JobSet goes through them."""
+    status = http_status(f"http://127.0.0.1:{health_port}/readyz")
+    if status != 200:
+        return f"/readyz: {status}"
+    probe = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+             "metadata": {"name": "test-cluster-webhook-probe", "namespace": "default"},
+             "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": {
+                 "restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}}}}}]}}
+    status, body = starting.api("/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets?dryRun=All", "POST", probe)
+    return None if status == 201 else f"webhook probe: {status} {body.strip()[-300:]}"
 
 
 def start_kwok(root: Path, binaries: Binaries, state: State, lease_seconds: int) -> None:
@@ -626,25 +694,18 @@ def start_kwok(root: Path, binaries: Binaries, state: State, lease_seconds: int)
     assert binaries.kwok and binaries.kwok_module  # has_kwok, for the type checker
     (port,) = free_ports(1)
     state.ports["kwok"] = port
-    rbac = released_manifests(state, root, Path(binaries.kwok_module) / "kustomize" / "rbac")
-    kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster", "-f", "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": rbac}))
+    install_release(state, root, released_manifests(state, root, Path(binaries.kwok_module) / "kustomize" / "rbac"))
     starting = Starting(root, state, {})
-    namespace, account = KWOK_ACCOUNT
-    token = service_account_token(starting, namespace, account)
-    config = root / "kwok.kubeconfig"
-    config.write_text(kubeconfig(state.server, root / "pki" / "ca.crt", f"{namespace}/{account}", token))
+    config = account_kubeconfig(starting, "kwok", *KWOK_ACCOUNT)
     (root / "kwok").mkdir(exist_ok=True)
-    # KWOK_WORKDIR: KWOK would otherwise also read ~/.kwok/kwok.yaml
-    env = {**os.environ, "KWOK_WORKDIR": str(root / "kwok")}
-    proc = spawn([binaries.kwok, f"--kubeconfig={config}", f"--config={KWOK_STAGES}",
-                  f"--manage-nodes-with-label-selector=!{KWOK_STOPPED_LABEL}",
-                  f"--node-lease-duration-seconds={lease_seconds}", f"--cidr={KWOK_POD_CIDR}",
-                  f"--server-address=127.0.0.1:{port}"], root / "kwok.log", env)
-    state.pids["kwok"] = proc.pid
     state.kwok = True
-    write_state(root, state)
-    starting.procs = {"kwok": proc}
+    # KWOK_WORKDIR: KWOK would otherwise also read ~/.kwok/kwok.yaml
+    start_process(starting, "kwok", [
+        binaries.kwok, f"--kubeconfig={config}", f"--config={KWOK_STAGES}",
+        f"--manage-nodes-with-label-selector=!{KWOK_STOPPED_LABEL}", f"--node-lease-duration-seconds={lease_seconds}",
+        f"--cidr={KWOK_POD_CIDR}",
+        # every Node's address (a pod's hostIP): where KWOK, the nodes' "kubelet", listens
+        "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{port}"], {**os.environ, "KWOK_WORKDIR": str(root / "kwok")})
     starting.wait("kwok", lambda: None if (status := http_status(f"http://127.0.0.1:{port}/healthz")) == 200
                   else f"/healthz: {status}")
 

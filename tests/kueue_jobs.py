@@ -57,16 +57,22 @@ def topolabel(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=180, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
-def annotated_job(directory: Path, name: str, pods: int, gpus: int, kubeconfig: Path,
-                  template: dict[str, Any] | None = None) -> Path:
-    """A plain Job file, annotated in place by `topolabel job annotate --within block` (required: one block)."""
-    path = directory / f"{name}.yaml"
-    path.write_text(plain_job(name, pods, gpus, template))
+def annotate(path: Path, kubeconfig: Path) -> dict[str, Any]:
+    """`topolabel job annotate FILE --queue gpu --within block -i` (required: one block); the annotated object."""
     done = topolabel("job", "annotate", str(path), "--queue", "gpu", "--within", "block", "--kubeconfig",
                      str(kubeconfig), "-i")
     assert done.returncode == 0, done.stderr
     doc = yaml.safe_load(path.read_text())
     assert doc["metadata"]["labels"] == {QUEUE_LABEL: "gpu"}
+    return doc
+
+
+def annotated_job(directory: Path, name: str, pods: int, gpus: int, kubeconfig: Path,
+                  template: dict[str, Any] | None = None) -> Path:
+    """A plain Job file, annotated in place by `topolabel job annotate --within block` (required: one block)."""
+    path = directory / f"{name}.yaml"
+    path.write_text(plain_job(name, pods, gpus, template))
+    doc = annotate(path, kubeconfig)
     given = ((template or {}).get("metadata") or {}).get("annotations") or {}
     assert doc["spec"]["template"]["metadata"]["annotations"] == {**given, REQUIRED: BLOCK}
     return path

@@ -35,8 +35,8 @@ from kubernetes.client.exceptions import ApiException
 from hack import testcluster
 from hack.synth import H100, gke_cluster
 from tests.kubecluster import KubeCluster, kwok_kueue_cluster, kwok_kueue_kube  # noqa: F401
-from tests.kueue_jobs import (BLOCK, TRAIN, annotated_job, fit, job_pods, operator_objects, remove_job,
-                              remove_operator_objects, start_operator, submit, wait_parked)
+from tests.kueue_jobs import (BLOCK, REQUIRED, TRAIN, annotate, annotated_job, fit, job_pods, operator_objects,
+                              remove_job, remove_operator_objects, start_operator, submit, wait_parked)
 from tests.kueue_workloads import GROUP, VERSION, admission, condition, is_admitted, workload_of
 from tests.operatorrun import stop, wait_until
 from tests.tas_cluster import pod
@@ -44,6 +44,7 @@ from tests.tas_replay import create_pods
 
 pytestmark = pytest.mark.slow
 KWOK_USER = "system:serviceaccount:kube-system:kwok-controller"
+GROUP = "kueue.x-k8s.io/podset-group-name"
 RUN_FOR = "test-cluster.topolabel.dev/run-for"  # how long KWOK keeps a pod of a Job running (hack/kwok/stages.yaml)
 BUSY = "e2e-busy"  # where pods that are not the test job's run
 READY_WITHIN = 5.0  # seconds from a Node's creation to Ready, as docs/testing.md promises
@@ -319,3 +320,97 @@ def test_with_no_free_node_in_the_block_kueue_evicts_and_fit_agrees_with_what_fo
         finally:
             remove_job(cluster, TRAIN, "wide")
             cluster.kubectl("delete", "pods", "-n", BUSY, "--all", "--grace-period=0", "--force")
+
+
+# A JobSet as a data scientist writes it: a leader of one pod and three workers (LeaderWorkerSet's shape).
+LEADER_WORKERS = """\
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: trainer
+  namespace: e2e-train
+spec:
+  replicatedJobs:
+  - name: leader
+    replicas: 1
+    template:
+      spec:
+        parallelism: 1
+        completions: 1
+        template:
+          metadata:
+            annotations:
+              test-cluster.topolabel.dev/run-for: 10s
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: leader
+              image: registry.invalid/train:1
+              resources: {limits: {nvidia.com/gpu: 8}}
+  - name: workers
+    replicas: 1
+    template:
+      spec:
+        parallelism: 3
+        completions: 3
+        template:
+          metadata:
+            annotations:
+              test-cluster.topolabel.dev/run-for: 10s
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: worker
+              image: registry.invalid/train:1
+              resources: {limits: {nvidia.com/gpu: 8}}
+"""
+
+
+def jobset_pods(api: client.ApiClient, name: str) -> dict[str, dict[str, int]]:
+    """replicatedJob -> node -> pods of the JobSet running there."""
+    resp = client.CoreV1Api(api).list_namespaced_pod(TRAIN, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}",
+                                                     _preload_content=False)
+    out: dict[str, dict[str, int]] = {}
+    for p in json.loads(resp.data)["items"]:
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
+            nodes = out.setdefault(p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"], {})
+            nodes[p["spec"]["nodeName"]] = nodes.get(p["spec"]["nodeName"], 0) + 1
+    return out
+
+
+def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(
+        kwok_kueue_kube: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
+    cluster = kwok_kueue_kube
+    api = cluster.api()
+    items, _ = gke_cluster(blocks=2, subblocks=2, hosts=2, pools=(H100,))  # blocks b00 and b01 of 4 nodes
+    with operated(cluster, tmp_path, items):
+        labels = cluster.node_labels()
+        path = tmp_path / "trainer.yaml"
+        path.write_text(LEADER_WORKERS)
+        doc = annotate(path, cluster.kubeconfig)
+        # the one-pod leader and the workers share a podset group: Kueue places them in the same block
+        groups = {r["name"]: r["template"]["spec"]["template"]["metadata"]["annotations"]
+                  for r in doc["spec"]["replicatedJobs"]}
+        assert {a[REQUIRED] for a in groups.values()} == {BLOCK} and len({a[GROUP] for a in groups.values()}) == 1
+        predicted = fit(path, cluster.kubeconfig, 0)
+        want = {p["name"]: {n["node"]: n["pods"] for n in p["nodes"]} for p in predicted["podsets"]}
+        try:
+            created = json.loads(cluster.kubectl("create", "-f", str(path), "-o", "json").stdout)
+            assert created["spec"]["suspend"] is True  # Kueue's webhook holds the JobSet until it is admitted
+            uid = created["metadata"]["uid"]
+            workload = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and is_admitted(w) and w, 120,
+                                  "Kueue to admit the JobSet's Workload")
+            placed = {name: {d[-1]: n for d, n in a.domains.items()} for name, a in admission(workload).items()}
+            assert placed == want
+            # JobSet's controller makes a Job per replicatedJob; their pods run where Kueue put them
+            wait_until(lambda: jobset_pods(api, "trainer") == want, 90, f"the JobSet's pods Running on {want}")
+            assert len({labels[n][BLOCK] for nodes in want.values() for n in nodes}) == 1
+            jobset = lambda: json.loads(cluster.kubectl("get", "jobset", "trainer", "-n", TRAIN, "-o", "json").stdout)  # noqa: E731
+            wait_until(lambda: any(c["type"] == "Completed" and c["status"] == "True"
+                                   for c in jobset().get("status", {}).get("conditions") or []), 90,
+                       "the JobSet to complete")
+            finished = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and condition(w, "Finished") and w, 60,
+                                  "Kueue to finish the Workload")
+            assert condition(finished, "Finished")["status"] == "True"
+        finally:
+            cluster.kubectl("delete", "jobset", "trainer", "-n", TRAIN, "--ignore-not-found", "--wait=false")

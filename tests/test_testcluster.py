@@ -76,12 +76,12 @@ def test_kueue_webhooks_and_conversion_are_pointed_at_127_0_0_1() -> None:
         "clientConfig": {"service": {"name": "s", "namespace": "n", "path": "/convert"}},
         "conversionReviewVersions": ["v1"]}}}}
     plain = {"kind": "CustomResourceDefinition", "spec": {"group": "kueue.x-k8s.io"}}
-    assert testcluster.rewrite_for_local_kueue(hooks, 9443, "Q0E=")["webhooks"] == [
+    assert testcluster.rewrite_for_local_webhooks(hooks, 9443, "Q0E=")["webhooks"] == [
         {"name": "vjob.kb.io", "clientConfig": {"url": "https://127.0.0.1:9443/validate-x", "caBundle": "Q0E="},
          "failurePolicy": "Fail"}]
-    assert testcluster.rewrite_for_local_kueue(crd, 9443, "Q0E=")["spec"]["conversion"]["webhook"]["clientConfig"] \
+    assert testcluster.rewrite_for_local_webhooks(crd, 9443, "Q0E=")["spec"]["conversion"]["webhook"]["clientConfig"] \
         == {"url": "https://127.0.0.1:9443/convert", "caBundle": "Q0E="}
-    assert testcluster.rewrite_for_local_kueue(plain, 9443, "Q0E=") == plain
+    assert testcluster.rewrite_for_local_webhooks(plain, 9443, "Q0E=") == plain
 
 
 def test_missing_binaries_skip_outside_ci_and_fail_in_ci(monkeypatch) -> None:
