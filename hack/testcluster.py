@@ -591,11 +591,9 @@ def service_account_token(starting: Starting, namespace: str, name: str) -> str:
     return json.loads(body)["status"]["token"]
 
 
-def install_release(state: State, root: Path, manifests: list[dict[str, Any]], webhook_port: int | None = None
-                    ) -> tuple[str, str]:
+def install_release(state: State, root: Path, manifests: list[dict[str, Any]], webhook_port: int | None = None) -> None:
     """The RELEASE_KINDS of a release's manifests, server-side applied, their webhooks (and CRD conversion)
-    pointed at 127.0.0.1:`webhook_port`; back once the CRDs are established. Returns the namespace and
-    ServiceAccount of the release's one Deployment, which the process runs as."""
+    pointed at 127.0.0.1:`webhook_port`; back once the CRDs are established."""
     ca_bundle = b64(root / "pki" / "ca.crt")
     wanted = [rewrite_for_local_webhooks(o, webhook_port, ca_bundle) if webhook_port else o
               for o in manifests if o["kind"] in RELEASE_KINDS]
@@ -604,10 +602,11 @@ def install_release(state: State, root: Path, manifests: list[dict[str, Any]], w
     crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
     if crds:
         kubectl(state, root, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds))
-    deployments = [o for o in manifests if o["kind"] == "Deployment"]
-    if not deployments:
-        return "", ""
-    (deployment,) = deployments
+
+
+def release_account(manifests: list[dict[str, Any]]) -> tuple[str, str]:
+    """The namespace and ServiceAccount the release's one Deployment runs as: the process runs as it."""
+    (deployment,) = [o for o in manifests if o["kind"] == "Deployment"]
     return deployment["metadata"]["namespace"], deployment["spec"]["template"]["spec"]["serviceAccountName"]
 
 
@@ -635,15 +634,15 @@ def start_kueue(root: Path, binaries: Binaries, state: State) -> State:
     health, metrics, webhook = free_ports(3)
     state.ports.update({"kueue-health": health, "kueue-metrics": metrics, "kueue-webhook": webhook})
     manifests = released_manifests(state, root, Path(binaries.kueue_module) / "config" / "default")
-    namespace, account = install_release(state, root, manifests, webhook)
+    install_release(state, root, manifests, webhook)
     kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster",
             "-f", str(Path(binaries.jobset_module) / "config" / "components" / "crd" / "bases"))
     starting = Starting(root, state, {})
-    config = account_kubeconfig(starting, "kueue", namespace, account)
+    config = account_kubeconfig(starting, "kueue", *release_account(manifests))
     (root / "kueue" / "config.json").write_text(json.dumps(kueue_config(root, state.ports), indent=2) + "\n")
     state.kueue = True
-    start_process(starting, "kueue", in_etc_overlay(root, [binaries.kueue, f"--config={root / 'kueue' / 'config.json'}"]),
-                  {**os.environ, "KUBECONFIG": str(config)})
+    command = [binaries.kueue, f"--config={root / 'kueue' / 'config.json'}"]
+    start_process(starting, "kueue", in_etc_overlay(root, command), {**os.environ, "KUBECONFIG": str(config)})
     starting.wait("kueue", lambda: kueue_ready(starting, health))
     if state.kwok:
         start_jobset(root, binaries, state)
@@ -658,9 +657,9 @@ def start_jobset(root: Path, binaries: Binaries, state: State) -> None:
     health, metrics, webhook = free_ports(3)
     state.ports.update({"jobset-health": health, "jobset-metrics": metrics, "jobset-webhook": webhook})
     manifests = released_manifests(state, root, Path(binaries.jobset_module) / "config" / "default")
-    namespace, account = install_release(state, root, manifests, webhook)
+    install_release(state, root, manifests, webhook)
     starting = Starting(root, state, {})
-    config = account_kubeconfig(starting, "jobset", namespace, account)
+    config = account_kubeconfig(starting, "jobset", *release_account(manifests))
     certs = root / "jobset" / "certs"
     install_serving_cert(root, certs)
     (root / "jobset" / "config.json").write_text(json.dumps({
@@ -705,7 +704,8 @@ def start_kwok(root: Path, binaries: Binaries, state: State, lease_seconds: int)
         f"--manage-nodes-with-label-selector=!{KWOK_STOPPED_LABEL}", f"--node-lease-duration-seconds={lease_seconds}",
         f"--cidr={KWOK_POD_CIDR}",
         # every Node's address (a pod's hostIP): where KWOK, the nodes' "kubelet", listens
-        "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{port}"], {**os.environ, "KWOK_WORKDIR": str(root / "kwok")})
+        "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{port}"],
+        {**os.environ, "KWOK_WORKDIR": str(root / "kwok")})
     starting.wait("kwok", lambda: None if (status := http_status(f"http://127.0.0.1:{port}/healthz")) == 200
                   else f"/healthz: {status}")
 

@@ -38,17 +38,22 @@ OPERATOR_CONFIG = {"source": {"type": "labels", "preset": "gke"},
                              "localQueues": [{"name": "gpu", "namespaces": [TRAIN]}]}}
 
 
-def plain_job(name: str, pods: int, gpus: int, template: dict[str, Any] | None = None) -> str:
-    """A Job as a data scientist writes it: no queue, no TAS annotation (`topolabel job annotate` adds both);
-    `template` is merged into the pod template (its metadata, tolerations)."""
+def pod_template(gpus: int, template: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A pod template as a data scientist writes it, one container asking for `gpus`; `template` is merged
+    into it (its metadata, tolerations)."""
     spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [
         {"name": "train", "image": "registry.invalid/train:1", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}
     pod: dict[str, Any] = {"spec": spec}
     for key, value in (template or {}).items():
         (spec if key != "metadata" else pod)[key] = value
+    return pod
+
+
+def plain_job(name: str, pods: int, gpus: int, template: dict[str, Any] | None = None) -> str:
+    """A Job as a data scientist writes it: no queue, no TAS annotation (`topolabel job annotate` adds both)."""
     return yaml.safe_dump({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": TRAIN},
                            "spec": {"parallelism": pods, "completions": pods, "completionMode": "Indexed",
-                                    "template": pod}}, sort_keys=False)
+                                    "template": pod_template(gpus, template)}}, sort_keys=False)
 
 
 def topolabel(*args: str) -> subprocess.CompletedProcess[str]:

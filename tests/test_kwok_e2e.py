@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
@@ -36,7 +37,7 @@ from hack import testcluster
 from hack.synth import H100, gke_cluster
 from tests.kubecluster import KubeCluster, kwok_kueue_cluster, kwok_kueue_kube  # noqa: F401
 from tests.kueue_jobs import (BLOCK, REQUIRED, TRAIN, annotate, annotated_job, fit, job_pods, operator_objects,
-                              remove_job, remove_operator_objects, start_operator, submit, wait_parked)
+                              pod_template, remove_job, remove_operator_objects, start_operator, submit, wait_parked)
 from tests.kueue_workloads import GROUP, VERSION, admission, condition, is_admitted, workload_of
 from tests.operatorrun import stop, wait_until
 from tests.tas_cluster import pod
@@ -52,6 +53,12 @@ UNREACHABLE = "node.kubernetes.io/unreachable"
 # The pod leaves a node that stopped reporting at once rather than after the default 300 s.
 LEAVE_UNREACHABLE_NODES = {"tolerations": [{"key": UNREACHABLE, "operator": "Exists", "effect": "NoExecute",
                                             "tolerationSeconds": 0}]}
+
+
+@pytest.fixture
+def cluster(kwok_kueue_kube: KubeCluster) -> KubeCluster:  # noqa: F811
+    """The worker's KWOK cluster (Kueue, JobSet, KWOK) with no Nodes in it."""
+    return kwok_kueue_kube
 
 
 def parse_time(value: str) -> datetime:
@@ -121,6 +128,30 @@ class WorkloadHistory:
         return seen
 
 
+def admitted(api: client.ApiClient, uid: str, what: str = "Job") -> dict[str, Any]:
+    return wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and is_admitted(w) and w, 120,
+                      f"Kueue to admit the {what}'s Workload")
+
+
+def wait_finished(api: client.ApiClient, uid: str) -> None:
+    """Until Kueue marks the Workload Finished (the Job or JobSet succeeded: quota released)."""
+    def finished() -> bool:
+        found = condition(workload_of(api, TRAIN, uid) or {}, "Finished")
+        return bool(found and found["status"] == "True")
+
+    wait_until(finished, 60, "Kueue to finish the Workload")
+
+
+def run_where_fit_said(cluster: KubeCluster, path: Path, name: str, want: dict[str, int]) -> tuple[str, dict[str, Any]]:
+    """Submit the Job file; Kueue must admit it with `want` (node -> pods: fit's prediction), and its pods run
+    there, all at once. The Job's uid and the admitted Workload."""
+    uid = submit(cluster, path)
+    workload = admitted(cluster.api(), uid)
+    assert placement(workload) == want
+    wait_until(lambda: running_on(cluster.api(), TRAIN, name) == want, 60, f"the Job's pods Running on {want}")
+    return uid, workload
+
+
 @contextmanager
 def operated(cluster: KubeCluster, directory: Path, items: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """`items` created (KWOK makes them Ready) and the operator running until they are labelled and its Kueue
@@ -139,9 +170,7 @@ def operated(cluster: KubeCluster, directory: Path, items: list[dict[str, Any]])
         remove_operator_objects(cluster, made)
 
 
-def test_a_created_node_turns_ready_within_5_seconds_and_runs_a_job_to_completion(
-        kwok_kueue_kube: KubeCluster) -> None:  # noqa: F811
-    cluster = kwok_kueue_kube
+def test_a_created_node_turns_ready_within_5_seconds_and_runs_a_job_to_completion(cluster: KubeCluster) -> None:
     api = cluster.api()
     core = client.CoreV1Api(api)
     name, namespace = "kwok-probe-n0", "kwok-probe"
@@ -154,7 +183,8 @@ def test_a_created_node_turns_ready_within_5_seconds_and_runs_a_job_to_completio
         ("node.kubernetes.io/not-ready", "NoSchedule")}
     cluster.wait_nodes_ready({name}, timeout=60)
     ready = node(api, name)
-    became = parse_time(node_condition(ready)["lastTransitionTime"]) - parse_time(created["metadata"]["creationTimestamp"])
+    ready_at = parse_time(node_condition(ready)["lastTransitionTime"])
+    became = ready_at - parse_time(created["metadata"]["creationTimestamp"])
     assert became.total_seconds() <= READY_WITHIN
     assert ready["status"]["nodeInfo"]["kubeletVersion"].startswith("kwok-v")  # KWOK's node-ready stage
     assert ready["status"]["capacity"]["pods"] == "110"
@@ -197,8 +227,7 @@ def core_lease(api: client.ApiClient, name: str) -> dict[str, Any] | None:
 
 
 def test_a_job_annotated_for_one_block_runs_to_completion_where_fit_said(
-        kwok_kueue_kube: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
-    cluster = kwok_kueue_kube
+        cluster: KubeCluster, tmp_path: Path) -> None:
     api = cluster.api()
     items, truth = gke_cluster(blocks=2, subblocks=2, hosts=2)  # an H100 block b00, a B200 block b01
     with operated(cluster, tmp_path, items):
@@ -210,25 +239,17 @@ def test_a_job_annotated_for_one_block_runs_to_completion_where_fit_said(
         (podset,) = predicted["podsets"]
         want = {n["node"]: n["pods"] for n in podset["nodes"]}
         try:
-            uid = submit(cluster, path)
-            workload = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and is_admitted(w) and w, 120,
-                                  "Kueue to admit the Job's Workload")
-            assert placement(workload) == want
+            uid, _ = run_where_fit_said(cluster, path, "train", want)
             (block,) = {labels[n][BLOCK] for n in want}
-            # the pods run, all at once, on the nodes Kueue assigned and fit predicted
-            wait_until(lambda: running_on(api, TRAIN, "train") == want, 60, f"the Job's pods Running on {want}")
             wait_until(lambda: job_condition(api, TRAIN, "train", "Complete"), 90, "the Job to complete")
             assert {labels[p["spec"]["nodeName"]][BLOCK] for p in job_pods(api, TRAIN, "train")} == {block}
-            finished = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and condition(w, "Finished") and w, 60,
-                                  "Kueue to finish the Workload")
-            assert condition(finished, "Finished")["status"] == "True"
+            wait_finished(api, uid)
         finally:
             remove_job(cluster, TRAIN, "train")
 
 
 def test_a_node_that_stops_heartbeating_is_replaced_by_kueue_inside_the_same_block(
-        kwok_kueue_kube: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
-    cluster = kwok_kueue_kube
+        cluster: KubeCluster, tmp_path: Path) -> None:
     api = cluster.api()
     items, _ = gke_cluster(blocks=2, subblocks=2, hosts=3, pools=(H100,))  # two blocks of 6 free nodes
     with operated(cluster, tmp_path, items):
@@ -237,12 +258,8 @@ def test_a_node_that_stops_heartbeating_is_replaced_by_kueue_inside_the_same_blo
                              template={"metadata": {"annotations": {RUN_FOR: "30m"}}, **LEAVE_UNREACHABLE_NODES})
         want = {n["node"]: n["pods"] for n in fit(path, cluster.kubeconfig, 0)["podsets"][0]["nodes"]}
         try:
-            uid = submit(cluster, path)
-            workload = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and is_admitted(w) and w, 120,
-                                  "Kueue to admit the Job's Workload")
-            assert placement(workload) == want
+            uid, workload = run_where_fit_said(cluster, path, "steady", want)
             (block,) = {labels[n][BLOCK] for n in want}
-            wait_until(lambda: running_on(api, TRAIN, "steady") == want, 60, "the Job's pods Running")
             victim = sorted(want)[0]
             with WorkloadHistory(api, TRAIN, workload["metadata"]["name"]) as history:
                 cluster.stop_kubelet(victim)
@@ -273,8 +290,7 @@ def test_a_node_that_stops_heartbeating_is_replaced_by_kueue_inside_the_same_blo
 
 
 def test_with_no_free_node_in_the_block_kueue_evicts_and_fit_agrees_with_what_follows(
-        kwok_kueue_kube: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
-    cluster = kwok_kueue_kube
+        cluster: KubeCluster, tmp_path: Path) -> None:
     api = cluster.api()
     items, _ = gke_cluster(blocks=2, subblocks=2, hosts=2, pools=(H100,))  # blocks b00 and b01 of 4 nodes
     # pods of another team hold half of every b01 node: a job of four whole nodes fits only b00
@@ -290,11 +306,7 @@ def test_with_no_free_node_in_the_block_kueue_evicts_and_fit_agrees_with_what_fo
         want = {n["node"]: n["pods"] for n in fit(path, cluster.kubeconfig, 0)["podsets"][0]["nodes"]}
         assert {labels[n][BLOCK] for n in want} == {labels["gke-a3-b00-s00-n000"][BLOCK]}
         try:
-            uid = submit(cluster, path)
-            workload = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and is_admitted(w) and w, 120,
-                                  "Kueue to admit the Job's Workload")
-            assert placement(workload) == want
-            wait_until(lambda: running_on(api, TRAIN, "wide") == want, 60, "the Job's pods Running")
+            uid, workload = run_where_fit_said(cluster, path, "wide", want)
             victim = sorted(want)[0]
             with WorkloadHistory(api, TRAIN, workload["metadata"]["name"]) as history:
                 # a NoExecute taint the job does not tolerate: the taint eviction controller deletes its pod
@@ -322,48 +334,16 @@ def test_with_no_free_node_in_the_block_kueue_evicts_and_fit_agrees_with_what_fo
             cluster.kubectl("delete", "pods", "-n", BUSY, "--all", "--grace-period=0", "--force")
 
 
-# A JobSet as a data scientist writes it: a leader of one pod and three workers (LeaderWorkerSet's shape).
-LEADER_WORKERS = """\
-apiVersion: jobset.x-k8s.io/v1alpha2
-kind: JobSet
-metadata:
-  name: trainer
-  namespace: e2e-train
-spec:
-  replicatedJobs:
-  - name: leader
-    replicas: 1
-    template:
-      spec:
-        parallelism: 1
-        completions: 1
-        template:
-          metadata:
-            annotations:
-              test-cluster.topolabel.dev/run-for: 10s
-          spec:
-            restartPolicy: Never
-            containers:
-            - name: leader
-              image: registry.invalid/train:1
-              resources: {limits: {nvidia.com/gpu: 8}}
-  - name: workers
-    replicas: 1
-    template:
-      spec:
-        parallelism: 3
-        completions: 3
-        template:
-          metadata:
-            annotations:
-              test-cluster.topolabel.dev/run-for: 10s
-          spec:
-            restartPolicy: Never
-            containers:
-            - name: worker
-              image: registry.invalid/train:1
-              resources: {limits: {nvidia.com/gpu: 8}}
-"""
+def leader_and_workers(name: str, workers: int, run_for: str) -> str:
+    """A JobSet as a data scientist writes it: a leader of one pod and `workers` pods (LeaderWorkerSet's shape),
+    8 GPUs each, no queue and no TAS annotation."""
+    template = {"metadata": {"annotations": {RUN_FOR: run_for}}}
+    return yaml.safe_dump({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                           "metadata": {"name": name, "namespace": TRAIN},
+                           "spec": {"replicatedJobs": [
+                               {"name": group, "replicas": 1, "template": {"spec": {
+                                   "parallelism": pods, "completions": pods, "template": pod_template(8, template)}}}
+                               for group, pods in (("leader", 1), ("workers", workers))]}}, sort_keys=False)
 
 
 def jobset_pods(api: client.ApiClient, name: str) -> dict[str, dict[str, int]]:
@@ -378,15 +358,13 @@ def jobset_pods(api: client.ApiClient, name: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(
-        kwok_kueue_kube: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
-    cluster = kwok_kueue_kube
+def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(cluster: KubeCluster, tmp_path: Path) -> None:
     api = cluster.api()
     items, _ = gke_cluster(blocks=2, subblocks=2, hosts=2, pools=(H100,))  # blocks b00 and b01 of 4 nodes
     with operated(cluster, tmp_path, items):
         labels = cluster.node_labels()
         path = tmp_path / "trainer.yaml"
-        path.write_text(LEADER_WORKERS)
+        path.write_text(leader_and_workers("trainer", workers=3, run_for="10s"))
         doc = annotate(path, cluster.kubeconfig)
         # the one-pod leader and the workers share a podset group: Kueue places them in the same block
         groups = {r["name"]: r["template"]["spec"]["template"]["metadata"]["annotations"]
@@ -398,19 +376,18 @@ def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(
             created = json.loads(cluster.kubectl("create", "-f", str(path), "-o", "json").stdout)
             assert created["spec"]["suspend"] is True  # Kueue's webhook holds the JobSet until it is admitted
             uid = created["metadata"]["uid"]
-            workload = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and is_admitted(w) and w, 120,
-                                  "Kueue to admit the JobSet's Workload")
+            workload = admitted(api, uid, "JobSet")
             placed = {name: {d[-1]: n for d, n in a.domains.items()} for name, a in admission(workload).items()}
             assert placed == want
             # JobSet's controller makes a Job per replicatedJob; their pods run where Kueue put them
             wait_until(lambda: jobset_pods(api, "trainer") == want, 90, f"the JobSet's pods Running on {want}")
             assert len({labels[n][BLOCK] for nodes in want.values() for n in nodes}) == 1
-            jobset = lambda: json.loads(cluster.kubectl("get", "jobset", "trainer", "-n", TRAIN, "-o", "json").stdout)  # noqa: E731
-            wait_until(lambda: any(c["type"] == "Completed" and c["status"] == "True"
-                                   for c in jobset().get("status", {}).get("conditions") or []), 90,
-                       "the JobSet to complete")
-            finished = wait_until(lambda: (w := workload_of(api, TRAIN, uid)) and condition(w, "Finished") and w, 60,
-                                  "Kueue to finish the Workload")
-            assert condition(finished, "Finished")["status"] == "True"
+            def completed() -> bool:
+                jobset = json.loads(cluster.kubectl("get", "jobset", "trainer", "-n", TRAIN, "-o", "json").stdout)
+                conditions = (jobset.get("status") or {}).get("conditions") or []
+                return any(c["type"] == "Completed" and c["status"] == "True" for c in conditions)
+
+            wait_until(completed, 90, "the JobSet to complete")
+            wait_finished(api, uid)
         finally:
             cluster.kubectl("delete", "jobset", "trainer", "-n", TRAIN, "--ignore-not-found", "--wait=false")
