@@ -25,7 +25,7 @@ from topolabel.operator.kueue import Usage, covers, needs_usage, plan_changes
 from topolabel.operator.labelling import PENDING_SECONDS, Labeller
 from topolabel.operator.leader import LEASE_NAME
 from topolabel.operator.settings import RunOptions, resolve
-from topolabel.operator.status import MAX_PROBLEMS, Conditions, status_body
+from topolabel.operator.status import EVENT_NAMESPACE, MAX_PROBLEMS, Conditions, status_body
 from topolabel.operator.topology import Topology, carry_over
 from topolabel.pipeline import place
 
@@ -299,25 +299,43 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
               for v in rule["verbs"]}
     kueue = {("kueue.x-k8s.io", r, v) for r in ("topologies", "resourceflavors", "cohorts", "clusterqueues", "localqueues")
              for v in ("list", "create", "patch", "delete")}
-    assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")), ("", "events", "create"),
+    assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")),
                       *(("topolabel.dev", "topologylabelers", v) for v in ("get", "list", "watch")),
                       ("topolabel.dev", "topologylabelers/status", "patch"), *kueue,
                       ("kueue.x-k8s.io", "workloads", "list")}
 
 
+def named(kind: str, name: str) -> dict[str, Any]:
+    return next(d for d in documents() if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def assert_bound_to_the_operator(role: dict[str, Any]) -> None:
+    deploy = next(d for d in documents() if d["kind"] == "Deployment")
+    binding = named("RoleBinding", role["metadata"]["name"])
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                    "namespace": deploy["metadata"]["namespace"]}]
+
+
 def test_leader_election_may_touch_its_own_lease_and_nothing_else() -> None:
-    role = next(d for d in documents() if d["kind"] == "Role")
+    role = named("Role", "topolabel-leader-election")
     deploy = next(d for d in documents() if d["kind"] == "Deployment")
     assert role["metadata"]["namespace"] == deploy["metadata"]["namespace"]
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
          "verbs": ["get", "update"]}]
-    binding = next(d for d in documents() if d["kind"] == "RoleBinding")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
-                                    "namespace": deploy["metadata"]["namespace"]}]
+    assert_bound_to_the_operator(role)
+
+
+def test_events_may_be_created_in_default_and_nowhere_else() -> None:
+    """The only namespace the API server takes Events about a cluster-scoped object in (EVENT_NAMESPACE)."""
+    role = named("Role", "topolabel-events")
+    assert role["metadata"]["namespace"] == EVENT_NAMESPACE == "default"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+    assert_bound_to_the_operator(role)
 
 
 def test_the_deployment_is_two_hardened_replicas_with_leader_election_and_probes() -> None:

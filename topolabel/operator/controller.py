@@ -62,7 +62,7 @@ class Controller:
         self.health = health
         self.cache: dict[str, Node] = {}  # every node: a full pass's list, kept current by node events
         self.asked: dict[str, Node] = {}  # every node as the source last saw it (in a full pass or on joining)
-        self.reporter = Reporter(kube, metrics, opts.name, opts.namespace)
+        self.reporter = Reporter(kube, metrics, opts.name)
         self.conditions = Conditions()
         self.topology = Topology()
         self.labeller = Labeller()

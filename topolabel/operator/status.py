@@ -24,6 +24,9 @@ from .metrics import NODE_STATES, Metrics
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL, KIND = "topolabel.dev", "v1alpha1", "topologylabelers", "TopologyLabeler"
+# The TopologyLabeler is cluster-scoped, and the API server takes an Event about a cluster-scoped object only in
+# `default` (the namespace client-go's recorder uses for them); in any other it answers 422.
+EVENT_NAMESPACE = "default"
 CONDITIONS = ("SourceAvailable", "LabelsInSync", "KueueInSync")
 MAX_PROBLEMS = 50
 MAX_MESSAGE = 1024
@@ -96,13 +99,12 @@ def status_body(conditions: Conditions, counts: Mapping[str, int], snapshot: Sna
 
 
 class Reporter:
-    """Patches the TopologyLabeler's status and posts Events about it (in the operator's namespace)."""
+    """Patches the TopologyLabeler's status and posts Events about it (in EVENT_NAMESPACE)."""
 
-    def __init__(self, kube: Kube, metrics: Metrics, name: str, namespace: str) -> None:
+    def __init__(self, kube: Kube, metrics: Metrics, name: str) -> None:
         self.kube = kube
         self.metrics = metrics
         self.name = name
-        self.namespace = namespace
         self.resource: Mapping[str, Any] | None = None  # the TopologyLabeler, when it exists
         self.source: str | None = None  # the configured source, a field of every logged Event
         self.written: dict[str, Any] | None = None
@@ -119,13 +121,13 @@ class Reporter:
                                                           extra={"reason": reason, "source": self.source})
         stamp = now_iso()
         body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{self.name}.{time.time_ns():x}", "namespace": self.namespace},
+                "metadata": {"name": f"{self.name}.{time.time_ns():x}", "namespace": EVENT_NAMESPACE},
                 "involvedObject": self.reference(), "type": type_, "reason": reason,
                 "message": message[:MAX_MESSAGE], "source": {"component": "topolabel"},
                 "reportingComponent": "topolabel", "reportingInstance": self.instance,
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         try:
-            self.kube.create(f"/api/v1/namespaces/{self.namespace}/events", body)
+            self.kube.create(f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", body)
         except ApiException as exc:
             self.metrics.errors.labels(kind="events").inc()
             log.warning("could not post an Event (%s %s): %s", reason, message, api_error(exc))
