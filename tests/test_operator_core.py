@@ -218,7 +218,22 @@ def test_conditions_report_transitions_once() -> None:
     assert conds.items["SourceAvailable"].message == "boom again"
     assert conds.set("SourceAvailable", True, "Discovered", "ok").status == "True"
     ready = conds.to_list()[-1]
-    assert ready["type"] == "Ready" and ready["status"] == "False"  # LabelsInSync, KueueInSync not true yet
+    assert ready["type"] == "Ready" and ready["status"] == "False"  # ConfigValid, LabelsInSync ... not true yet
+    assert (ready["reason"], ready["message"]) == ("Pending", "ConfigValid not reported yet")
+
+
+def test_ready_carries_the_reason_and_message_of_the_first_condition_not_true() -> None:
+    conds = Conditions()
+    conds.set("ConfigValid", True, "Valid", "flags")
+    conds.set("SourceAvailable", True, "Discovered", "ok")
+    conds.set("LabelsInSync", False, "WriteFailed", "2 node(s) could not be labelled")
+    conds.set("KueueInSync", False, "ApplyFailed", "namespaces ml not found")
+    ready = conds.to_list()[-1]
+    assert (ready["status"], ready["reason"]) == ("False", "WriteFailed")
+    assert ready["message"] == "LabelsInSync: 2 node(s) could not be labelled"
+    conds.set("LabelsInSync", True, "Synced", "4 node(s)")
+    conds.set("KueueInSync", True, "Applied", "5 object(s)")
+    assert conds.to_list()[-1]["reason"] == "InSync"
 
 
 def test_the_status_bounds_its_problem_list() -> None:

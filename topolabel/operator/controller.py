@@ -70,6 +70,7 @@ class Controller:
         self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
         self.configured = False
         self.settings: Settings | None = None
+        self.generation: int | None = None  # of the spec `settings` came from (None: the file and flags)
         self.dirty: set[str] = set()
         self.gone: set[str] = set()
         self.wake = asyncio.Event()
@@ -106,16 +107,36 @@ class Controller:
             self.request_full()
 
     def reconfigure(self) -> None:
-        """New settings from the spec (or file) and flags; a bad config keeps the previous settings."""
+        """New settings from the spec (or file) and flags. A bad config keeps the previous settings, and
+        `ConfigValid` stays false, saying so, until a config is good again."""
         self.configured = True
+        generation = _generation(self.reporter.resource) if self.spec is not None else None
         try:
             self.settings = resolve(self.opts, self.spec)
-            self.reporter.source = self.settings.source.name
         except TopolabelError as exc:
             self.metrics.errors.labels(kind="config").inc()
-            cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
-            if cond:
-                self.unannounced.append(cond)  # posted by the next pass (handlers must not block)
+            self.announce("ConfigValid", False, "ConfigInvalid", f"{exc}; {self.kept()}")
+            return
+        self.generation = generation
+        self.reporter.source = self.settings.source.name
+        self.announce("ConfigValid", True, "Valid", f"{self.settings.origin}"
+                      + (f", generation {generation}" if generation is not None else "")
+                      + f": source {self.settings.source.name}")
+
+    def kept(self) -> str:
+        """What the operator goes on with while the config is invalid."""
+        if self.settings is None:
+            return "nothing is labelled until it is fixed"
+        since = f" (generation {self.generation})" if self.generation is not None else ""
+        return (f"still working with the last valid config, from {self.settings.origin}{since}, "
+                f"source {self.settings.source.name}")
+
+    def announce(self, type_: str, ok: bool, reason: str, message: str) -> None:
+        """Set a condition from a handler; the Event it makes is posted by the next pass (handlers must not
+        block)."""
+        cond = self.conditions.set(type_, ok, reason, message)
+        if cond:
+            self.unannounced.append(cond)
 
     def request_full(self, soon: bool = False) -> None:
         """Ask for a full pass now, or (soon) no earlier than FULL_GAP after the last one."""
@@ -407,8 +428,12 @@ class Controller:
             await asyncio.to_thread(self.reporter.transition, cond)
         status = status_body(self.conditions, counts, snapshot, problems,
                              self.settings.source.name if self.settings else None, self.kueue.count)
-        await asyncio.to_thread(self.reporter.publish, status)
+        await asyncio.to_thread(self.reporter.publish, status, self.generation)
 
 
 def _uid(body: Mapping[str, Any] | None) -> str | None:
     return ((body or {}).get("metadata") or {}).get("uid")
+
+
+def _generation(body: Mapping[str, Any] | None) -> int | None:
+    return ((body or {}).get("metadata") or {}).get("generation")

@@ -27,7 +27,8 @@ GROUP, VERSION, PLURAL, KIND = "topolabel.dev", "v1alpha1", "topologylabelers", 
 # The TopologyLabeler is cluster-scoped, and the API server takes an Event about a cluster-scoped object only in
 # `default` (the namespace client-go's recorder uses for them); in any other it answers 422.
 EVENT_NAMESPACE = "default"
-CONDITIONS = ("SourceAvailable", "LabelsInSync", "KueueInSync")
+# In the order Ready reports them: the first that is not true gives Ready its reason and message.
+CONDITIONS = ("ConfigValid", "SourceAvailable", "LabelsInSync", "KueueInSync")
 MAX_PROBLEMS = 50
 MAX_MESSAGE = 1024
 
@@ -74,11 +75,19 @@ class Conditions:
         return cond is not None and cond.status == "True"
 
     def to_list(self) -> list[dict[str, str]]:
+        """The conditions and `Ready`, which is true when all are, and otherwise carries the reason and message
+        of the first that is not (a condition not yet reported is `Pending`)."""
         out = [self.items[t].to_dict() for t in CONDITIONS if t in self.items]
         failing = [t for t in CONDITIONS if not self.ok(t)]
-        out.append({"type": "Ready", "status": "False" if failing else "True",
-                    "reason": "NotInSync" if failing else "InSync",
-                    "message": f"not true: {', '.join(failing)}" if failing else "labels and Kueue objects in sync",
+        if not failing:
+            reason, message = "InSync", "labels and Kueue objects in sync"
+        elif failing[0] in self.items:
+            first = self.items[failing[0]]
+            reason, message = first.reason, f"{first.type}: {first.message}"
+        else:
+            reason, message = "Pending", f"{failing[0]} not reported yet"
+        out.append({"type": "Ready", "status": "False" if failing else "True", "reason": reason,
+                    "message": message[:MAX_MESSAGE],
                     "lastTransitionTime": max((c["lastTransitionTime"] for c in out), default=now_iso())})
         return out
 
@@ -136,11 +145,11 @@ class Reporter:
         if cond is not None:
             self.event("Normal" if cond.status == "True" else "Warning", cond.reason, cond.message)
 
-    def publish(self, status: dict[str, Any]) -> None:
-        """Write the status when it differs from the last one written (and the resource exists)."""
+    def publish(self, status: dict[str, Any], generation: int | None) -> None:
+        """Write the status when it differs from the last one written (and the resource exists).
+        `generation` is the spec generation the operator works with: one it refused does not count."""
         if self.resource is None:
             return
-        generation = (self.resource.get("metadata") or {}).get("generation")
         status = {**status, "observedGeneration": generation} if generation is not None else dict(status)
         if status == self.written:
             return
