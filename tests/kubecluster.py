@@ -177,7 +177,7 @@ class KubeCluster:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{len(waiting)} node(s) not Ready after {timeout:.0f}s, e.g. "
                                      f"{sorted(waiting)[:3]}; see {self.dir / 'kwok.log'}")
-            time.sleep(0.2)
+            time.sleep(0.2 if len(names) < 1000 else 2.0)  # listing thousands of Nodes costs the server
 
     def stop_kubelet(self, name: str) -> None:
         """KWOK stops acting as the Node's kubelet (no more Lease renewals, status or pod updates), as when the
