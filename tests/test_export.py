@@ -340,4 +340,4 @@ def test_cli_objects(snapshot_file: Path, tmp_path: Path, capsys: pytest.Capture
     files = sorted(p.name for p in out.iterdir())
     assert len(files) == 2 and files[0].startswith("kai-topology-gke-") and files[1] == "kustomization.yaml"
     assert validate(yaml.safe_load((out / files[0]).read_text()), KAI_CRD) == []
-    assert "1 object(s) written" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines()[-1] == f"{out}: 1 object(s), unchanged (2 files)"

@@ -13,7 +13,7 @@ from labeler.model import Snapshot
 from labeler.timeouts import Timeouts
 from providers.registry import SOURCES, get_source
 
-from ..output import FORMATS
+from ..output import FORMATS, NAMES
 from ..pipeline import discover, read_config, read_snapshot, source_options
 from ..progress import terminal
 
@@ -28,10 +28,15 @@ def config_parent() -> argparse.ArgumentParser:
     return parser
 
 
-def output_parent() -> argparse.ArgumentParser:
-    """`-o` for commands that print a result: a table for people, JSON or YAML for tools."""
+def output_parent(kinds: str = "") -> argparse.ArgumentParser:
+    """`-o` for commands that print a result: a table (`wide`: every column, values whole) for people, JSON or
+    YAML for tools, and with `kinds`, `name`: one `kind/name` line per item, as kubectl prints them."""
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
+    formats = (*FORMATS, NAMES) if kinds else FORMATS
+    parser.add_argument("-o", "--output", choices=formats, default="table", metavar="FORMAT",
+                        help=f"{'|'.join(formats)} (default: table; wide: every column, values whole"
+                             + (f"; name: one {kinds} line each" if kinds else "") + ")")
+    parser.add_argument("--no-headers", action="store_true", help="tables without their header line")
     return parser
 
 
@@ -84,7 +89,7 @@ def snapshot_parent() -> argparse.ArgumentParser:
     return parser
 
 
-PARENTS = {"config": config_parent, "output": output_parent, "cluster": cluster_parent, "snapshot": snapshot_parent,
+PARENTS = {"config": config_parent, "output": output_parent, "output-nodes": lambda: output_parent("node/NAME"), "cluster": cluster_parent, "snapshot": snapshot_parent,
            "source": source_parent}
 
 

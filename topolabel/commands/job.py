@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rich.markup import escape
-
 from kueue_config.tas import jobfile
 from kueue_config.tas.annotate import TASRequest, annotate
 from kueue_config.tas.gates import Gates
@@ -16,7 +14,8 @@ from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
 from labeler.files import read_text, write_atomic
 
-from ..output import FORMATS, console, emit, table
+from ..output import FORMATS, emit, for_people, headline, say, view_of
+from ..tables import Column, render
 from ..pipeline import read_config
 from . import COMMANDS
 from .common import add_timeouts
@@ -64,7 +63,9 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     chk = verbs.add_parser("check", help="list what Kueue would reject or silently ignore; exit 1 on errors",
                            parents=common, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     chk.add_argument("file", metavar="FILE", help="job YAML (- for stdin)")
-    chk.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
+    chk.add_argument("-o", "--output", choices=FORMATS, default="table", metavar="FORMAT",
+                     help=f"{'|'.join(FORMATS)} (default: table; wide: every column, values whole)")
+    chk.add_argument("--no-headers", action="store_true", help="tables without their header line")
     chk.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     _source_flags(chk)
     chk.set_defaults(run=run_check)
@@ -131,16 +132,13 @@ def run_check(args: argparse.Namespace) -> int:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None
         findings += lint([workload], _context(ctx, workload, queue, args))
     counts = summary(findings)
-    if args.output == "table":
+    if for_people(args):
         if findings:
-            grid = table(title=f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)",
-                         title_justify="left")
-            for col in ("severity", "object", "path", "problem", "fix"):
-                grid.add_column(col, overflow="fold")
-            for f in findings:
-                style = "red" if f.severity == ERROR else "yellow"
-                grid.add_row(f"[{style}]{f.severity}[/]", *(escape(x) for x in (f.object, f.path, f.message, f.fix)))
-            console().print(grid)
+            view = view_of(args)
+            say([*headline(f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)", view),
+                 *render([Column("OBJECT", "name"), Column("SEVERITY"), Column("PATH", "name"),
+                          Column("PROBLEM", "prose"), Column("FIX", "prose")],
+                         [(f.object, f.severity, f.path, f.message, f.fix) for f in findings], view)])
         else:
             checked = "" if ctx.setup else " (levels not checked against a Topology)"
             print(f"{args.file}: {len(workloads)} workload(s), no problems found{checked}")
