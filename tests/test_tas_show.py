@@ -86,9 +86,9 @@ def test_a_level_of_single_nodes_is_collapsed_and_hash_values_get_short_names(tm
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == 3  # the flavor and its two blocks: the host level holds one node per domain
-    # the two ids share 16 characters: each is cut where it becomes unique
-    assert "block 30e605f63be4da3943b8…  16/16 gpu free  2 node(s): gke-n0, gke-n1" in out
-    assert "block 30e605f63be4da39ffff…  16/16 gpu free  2 node(s): gke-n2, gke-n3" in out
+    # the two ids share 16 characters: each is shortened in the middle, keeping both ends
+    assert "block 30e6…7f88  16/16 gpu free  2 node(s): gke-n0, gke-n1" in out
+    assert "block 30e6…ffff  16/16 gpu free  2 node(s): gke-n2, gke-n3" in out
 
 
 def _png_size(path: Path) -> tuple[int, int]:

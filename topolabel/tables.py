@@ -14,7 +14,8 @@ import shutil
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-ELLIPSIS = "…"
+from labeler.display import elide
+
 MIN_ELIDED = 9  # `30e6…c2f1`: four characters from each end still tell hashes and numbered names apart
 MIN_PROSE = 24  # a prose column narrower than this reads worse than the block layout
 GAP = "   "
@@ -53,17 +54,6 @@ def _tty() -> bool:
         return os.isatty(1)
     except (OSError, ValueError):
         return False
-
-
-def elide(text: str, width: int) -> str:
-    """`text` shortened to `width` characters by an ellipsis in the middle; unchanged when it fits."""
-    if len(text) <= width:
-        return text
-    if width < 3:
-        return text[:width]
-    head = width // 2
-    tail = width - 1 - head
-    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
 
 
 def wrap(text: str, width: int, first: int | None = None) -> list[str]:
