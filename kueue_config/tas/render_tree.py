@@ -37,6 +37,7 @@ class DomainView:
     name: str = ""
     node_names: list[str] = field(default_factory=list)
     placed: int = 0
+    idle: int = 0  # nodes with all of the resource free
 
     def __post_init__(self) -> None:
         self.name = self.name or self.value
@@ -44,7 +45,7 @@ class DomainView:
     def to_dict(self) -> dict[str, Any]:
         """The `-o json` form (by hand: `dataclasses.asdict` takes seconds on 10,000 nodes)."""
         return {"level": self.level, "value": self.value, "name": self.name, "nodes": self.nodes, "free": self.free,
-                "total": self.total, "placed": self.placed, "node_names": self.node_names,
+                "total": self.total, "idle": self.idle, "placed": self.placed, "node_names": self.node_names,
                 "children": [c.to_dict() for c in self.children]}
 
     @property
@@ -130,6 +131,8 @@ def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int
                       sum(lf.total.get(resource, 0) for lf in leaves))
     view.node_names = sorted(name for lf in leaves for name in lf.node_names)
     view.placed = sum(placed.get(lf.id, 0) for lf in leaves)
+    view.idle = sum(lf.node_count for lf in leaves if lf.total.get(resource, 0) and
+                    lf.free.get(resource, 0) >= lf.total.get(resource, 0))
     view.children = _named([_view(c, tree, resource, placed) for c in domain.children])
     return view
 
@@ -185,7 +188,7 @@ def node_span(names: Sequence[str]) -> str:
 
 
 def _numbers(view: DomainView, resource: str) -> str:
-    text = f"{view.free}/{view.total} {short_level(resource)} free  {view.nodes} node(s)"
+    text = f"{view.free}/{view.total} {short_level(resource)} free  {view.idle}/{view.nodes} nodes free"
     return text + (f"  <- {view.placed} pod(s) of the job" if view.placed else "")
 
 
