@@ -16,6 +16,7 @@ from labeler.errors import TopolabelError
 
 from . import version
 from .commands import COMMANDS
+from .parsing import Parser
 
 DEBUG = "TOPOLABEL_DEBUG"
 HELP = frozenset({"-h", "--help"})
@@ -54,7 +55,7 @@ class Narrow(Exception):
     """The narrow parser met something it does not know: the whole parser reads the command line instead."""
 
 
-class NarrowParser(argparse.ArgumentParser):
+class NarrowParser(Parser):
     """A parser with one source's flags, which raises instead of printing an error, and takes no abbreviations
     (one could be ambiguous among every source's flags)."""
 
@@ -68,7 +69,7 @@ class NarrowParser(argparse.ArgumentParser):
 def parser(prog: str = "topolabel", command: str | None = None, source: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `command`, only that command's flags are built (completion needs them all); with
     `source` too, only that source's flags ("": none), in a parser that raises `Narrow` on anything else."""
-    top = (argparse.ArgumentParser if source is None else NarrowParser)(prog=prog, description=DESCRIPTION)
+    top = (Parser if source is None else NarrowParser)(prog=prog, description=DESCRIPTION)
     top.add_argument("--version", action=VersionAction)
     top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -129,21 +130,27 @@ def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
     try:
         return args.run(args)
     except TopolabelError as exc:
-        report(args.command, f"error: {exc}")
+        report(command_of(args), f"error: {exc}")
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - a bug still ends in one line and exit 2, never 1
         message = kube_error(exc)
         if message is not None:
-            report(args.command, f"Kubernetes API error: {message}")
+            report(command_of(args), f"error: Kubernetes API: {message}")
             return 2
-        report(args.command, f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
+        report(command_of(args), f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
                              f"with the traceback that {DEBUG}=1 prints)")
         if os.environ.get(DEBUG):
             import traceback
 
             traceback.print_exc()
     return 2
+
+
+def command_of(args: argparse.Namespace) -> str:
+    """The command as typed: `plan`, `job check`, `config check`, `export slurm`."""
+    words = [args.command, *(getattr(args, dest, None) for dest in ("verb", "action", "target"))]
+    return " ".join(w for w in words if isinstance(w, str))
 
 
 def report(command: str, message: str) -> None:
