@@ -19,6 +19,7 @@ from .commands import COMMANDS
 from .parsing import Parser
 
 DEBUG = "TOPOLABEL_DEBUG"
+COMPLETE = "__complete"
 HELP = frozenset({"-h", "--help"})
 
 DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
@@ -126,6 +127,10 @@ def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
     """Run one command. Exit status: 0 ok or up to date; 1 differs, does not fit, or writes failed; 2 bad
     input or an error, always with one line on stderr (README, "Exit status")."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [COMPLETE]:  # the shells' and kubectl's completion asking (topolabel.completer)
+        from .completer import answer
+
+        return answer(argv[1:] or [""])
     args = parse(argv, prog)
     try:
         return args.run(args)

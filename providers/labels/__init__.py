@@ -55,7 +55,8 @@ class LabelsOptions:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("labels source")
-    group.add_argument("--preset", help=f"label set a cloud or tool already writes: {KNOWN}")
+    group.add_argument("--preset", choices=sorted([*PRESETS, TOPOGRAPH]), metavar="PRESET",
+                       help=f"label set a cloud or tool already writes: {KNOWN}")
     group.add_argument("--keys", type=lambda s: [k for k in s.split(",") if k],
                        help="comma-separated label keys, coarsest first (instead of --preset)")
 
