@@ -74,7 +74,7 @@ def test_stream_to_stdout(capsys) -> None:
 
 @pytest.mark.parametrize("files, args, fragment", [
     ({"c.yaml": "plan: {maxChangeFraction: 2}\n"}, ["discover", "--config", "c.yaml"],
-     "c.yaml: plan.maxChangeFraction: Input should be less than or equal to 1"),
+     "c.yaml: plan.maxChangeFraction: must be at most 1"),
     ({"c.yaml": "keyPrefix: topolabel.dev\n"}, ["discover", "--config", "c.yaml"], "c.yaml: keyPrefix: must end with '/'"),
     ({"c.yaml": "sources: {}\n"}, ["discover", "--config", "c.yaml"], "c.yaml: sources: unknown key; did you mean 'source'?"),
     ({"n.yaml": "kind: Pod\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],

@@ -323,7 +323,7 @@ def test_cli_slurm(snapshot_file: Path, labels_snapshot: Snapshot) -> None:
 def test_cli_errors_are_one_line(snapshot_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "slurm", "--snapshot", str(snapshot_file), "--block-level", "rack"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("topolabel export: error: --block-level 'rack'") and err.count("\n") == 1
+    assert err.startswith("topolabel export slurm: error: --block-level 'rack'") and err.count("\n") == 1
     with pytest.raises(SystemExit):
         main(["export", "slurm", "--snapshot", str(snapshot_file), "--block-sizes", "8,x"])
 
