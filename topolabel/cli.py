@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
         from .completer import answer
 
         return answer(argv[1:] or [""])
+    if argv[:1] == ["help"] and argv[1:] not in ([], ["sources"]):
+        argv = [*argv[1:], "--help"]  # `help job check` is `job check --help`
     args = parse(argv, prog)
     try:
         return args.run(args)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from ..output import say
+from ..output import headline, say
 from ..tables import Column, View, render, terminal_width
 from . import COMMANDS
 
@@ -16,18 +16,16 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     parser = sub.add_parser("help", help=COMMANDS["help"],
                             description="`topolabel help plan` is `topolabel plan --help`; `topolabel help sources` "
                                         "lists the sources (--source) and the labels source's presets (--preset).")
-    parser.add_argument("topic", nargs="*", metavar="COMMAND|sources", help="a command (and subcommand), or sources")
+    parser.add_argument("topic", nargs="?", choices=TOPICS, metavar="COMMAND|sources",
+                        help="a command (and subcommand; `topolabel.cli` reads `help plan` as `plan --help`), or sources")
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.topic == ["sources"]:
+    if args.topic == "sources":
         say(sources_help(View(width=terminal_width())))
-        return 0
-    from ..cli import parser
-
-    top = parser(args.top_parser.prog, args.topic[0] if args.topic else None)
-    top.parse_args([*args.topic, "--help"])  # prints the help and exits 0, or names an unknown command
+    else:
+        args.top_parser.print_help()
     return 0
 
 
@@ -47,9 +45,9 @@ def sources_help(view: View) -> list[str]:
                for name, preset in PRESETS.items()]
     presets.append((TOPOGRAPH, ["tier-N", "domain"], ["fabric.topograph.run/tier-N (closest first)",
                                                       "accelerator.topograph.run/domain"]))
-    return ["sources (--source NAME; each one's flags: topolabel discover --help):",
+    return [*headline("sources (--source NAME; each one's flags: topolabel discover --help):", view),
             *render([Column("SOURCE", "name"), Column("NODES", "name"), Column("READS", "prose")], rows, view), "",
-            "label presets (--source labels --preset NAME; or --keys K1,K2,... coarsest first):",
+            *headline("label presets (--source labels --preset NAME; or --keys K1,K2,... coarsest first):", view),
             *render([Column("PRESET", "name"), Column("LEVELS", "name"), Column("KEYS (COARSEST FIRST)", "name")],
                     sorted(presets), view),
-            "* or the key older releases wrote (docs/labels.md)"]
+            *headline("* or the key older releases wrote (docs/labels.md)", view)]
