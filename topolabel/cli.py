@@ -16,7 +16,7 @@ from labeler.errors import TopolabelError
 
 from . import version
 from .commands import COMMANDS
-from .parsing import Parser
+from .parsing import Parser, chosen_command
 
 DEBUG = "TOPOLABEL_DEBUG"
 COMPLETE = "__complete"
@@ -83,11 +83,6 @@ def parser(prog: str = "topolabel", command: str | None = None, source: str | No
     return top
 
 
-def chosen_command(argv: list[str]) -> str | None:
-    """The subcommand named on the command line (the top level takes no option with a value)."""
-    return next((arg for arg in argv if not arg.startswith("-")), None)
-
-
 def chosen_source(argv: list[str]) -> str | None:
     """The source named by the last `--source NAME` or `--source=NAME`, if it is one."""
     from providers.registry import SOURCES
@@ -130,7 +125,7 @@ def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
     if argv[:1] == [COMPLETE]:  # the shells' and kubectl's completion asking (topolabel.completer)
         from .completer import answer
 
-        return answer(argv[1:] or [""])
+        return answer(argv[1:] or [""], parser)
     if argv[:1] == ["help"] and argv[1:] not in ([], ["sources"]):
         argv = [*argv[1:], "--help"]  # `help job check` is `job check --help`
     args = parse(argv, prog)
@@ -181,6 +176,14 @@ def kube_error(exc: Exception) -> str | None:
 def kubectl_main() -> int:
     """The `kubectl-topolabel` plugin: `kubectl topolabel plan ...` runs `topolabel plan ...`."""
     return main(prog="kubectl topolabel")
+
+
+def kubectl_complete() -> int:
+    """`kubectl_complete-topolabel WORDS...`: what kubectl (1.26 and later) runs to complete
+    `kubectl topolabel WORDS...` (topolabel.completer)."""
+    from .completer import answer
+
+    return answer(sys.argv[1:] or [""], parser)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
+
+from .parsing import chosen_command
+
+Builder = Callable[[str, "str | None"], argparse.ArgumentParser]  # cli.parser: (prog, command) -> the parser
 
 # cobra's ShellCompDirective values
 DEFAULT, NO_SPACE, NO_FILES, DIRECTORIES = 0, 2, 4, 16
@@ -19,11 +23,9 @@ LEVEL_METAVARS = frozenset({"LEVEL"})
 LEVEL_SOURCES = ("--kueue-dir", "--snapshot", "--config")
 
 
-def candidates(words: Sequence[str]) -> tuple[list[str], int]:
+def candidates(words: Sequence[str], build: Builder) -> tuple[list[str], int]:
     """What may come at the last of `words` (the arguments after `topolabel`; "" for a new word), and the
-    directive for the shell (file names when a FILE is expected)."""
-    from .cli import chosen_command, parser as build
-
+    directive for the shell (file names when a FILE is expected). `build` makes the command's parser."""
     done, current = list(words[:-1]), words[-1] if words else ""
     parser = build("topolabel", chosen_command(done))
     pending: argparse.Action | None = None
@@ -87,7 +89,7 @@ def level_names(words: Sequence[str]) -> list[str]:
     try:
         kueue_dir = flag_value(words, "--kueue-dir")
         if kueue_dir:
-            from .commands.tas_common import read_kueue_objects
+            from kueue_config.tas.setup import read_kueue_objects
 
             keys = [str(level.get("nodeLabel")) for obj in read_kueue_objects(kueue_dir) if obj.get("kind") == "Topology"
                     for level in (obj.get("spec") or {}).get("levels") or [] if isinstance(level, dict)]
@@ -113,13 +115,8 @@ def _names_and_keys(keys: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([*(k.rsplit("/", 1)[-1] for k in keys), *keys]))
 
 
-def answer(words: Sequence[str]) -> int:
+def answer(words: Sequence[str], build: Builder) -> int:
     """Print the candidates and the directive, as cobra's `__complete` does."""
-    found, directive = candidates(words)
+    found, directive = candidates(words, build)
     sys.stdout.write("".join(f"{c}\n" for c in found) + f":{directive}\n")
     return 0
-
-
-def kubectl_main() -> int:
-    """`kubectl_complete-topolabel WORDS...`: what kubectl runs to complete `kubectl topolabel WORDS...`."""
-    return answer(sys.argv[1:] or [""])

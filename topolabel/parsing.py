@@ -66,6 +66,11 @@ class Parser(argparse.ArgumentParser):
         return formatter.format_help()
 
 
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the top level takes no option with a value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
 def common_group(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     """The parser's group of common flags (one, whichever parent or command adds to it first)."""
     found = next((g for g in parser._action_groups if g.title == COMMON), None)
