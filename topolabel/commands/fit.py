@@ -107,7 +107,7 @@ def print_report(workload: Workload, report: FitReport, view: View) -> None:
     rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), _where(p), _nodes(p))
             for p in report.podsets]
     for line in render([Column("PODSET", "name"), Column("PODS", right=True), Column("REQUEST", "prose"),
-                        Column("PLACED IN", "name"), Column("NODES: PODS", "name")], rows, view):
+                        Column("PLACED IN"), Column("NODES: PODS")], rows, view):
         con.print(line, markup=False)
     for p in report.podsets:
         if p.note:
