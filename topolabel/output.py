@@ -54,6 +54,11 @@ def headline(text: str, view: View) -> list[str]:
     return [text] if view.wide else wrap(text, view.width)
 
 
+def title(text: str, view: View) -> list[str]:
+    """A table's title line (a count, a summary): dropped with --no-headers, like the header line."""
+    return headline(text, view) if view.headers else []
+
+
 def names(kind: str, items: Iterable[str], out: TextIO | None = None) -> None:
     """`-o name`: one `kind/name` line per item, as `kubectl get -o name` prints them."""
     say((f"{kind}/{item}" for item in items), out)
@@ -127,14 +132,14 @@ def problems_table(problems: Iterable[Problem], out: TextIO | None = None, view:
         return
     view = view or View(width=terminal_width())
     rows, more = shown(problems, view)
-    say([*headline(f"{len(problems)} problem(s):", view),
+    say([*title(f"{len(problems)} problem(s):", view),
          *render([Column("NODE", "name"), Column("SOURCE"), Column("MESSAGE", "prose")],
                  [(p.node or "-", p.source, p.message) for p in rows], view), *more], out)
 
 
 def snapshot_table(snap: Snapshot, view: View, out: TextIO | None = None) -> None:
     """Domains per level with their node counts, then the problems."""
-    lines = headline(f"{len(snap.nodes)} node(s) placed in {len(snap.levels)} level(s), coarsest first:", view)
+    lines = title(f"{len(snap.nodes)} node(s) placed in {len(snap.levels)} level(s), coarsest first:", view)
     rows = []
     for lv in snap.levels:
         sizes = Counter(values[lv.name] for values in snap.nodes.values())
@@ -206,5 +211,5 @@ def plan_table(plan: Plan, view: View, out: TextIO | None = None) -> None:
     changes, more = shown(plan.changes, view)
     width = min(max((len(c.node) for c in changes), default=0), 40)
     lines = [line for c in changes for line in diff_lines(c.node, change_items(c, prefix), view, width)]
-    say([*headline(head, view), *lines, *more], out)
+    say([*title(head, view), *lines, *more], out)
     problems_table(plan.problems, out, view)

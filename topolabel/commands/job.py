@@ -14,7 +14,7 @@ from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
 from labeler.files import read_text, write_atomic
 
-from ..output import emit, for_people, headline, say, view_of
+from ..output import emit, for_people, say, title, view_of
 from ..tables import Column, render
 from ..pipeline import read_config
 from ..parsing import common_group
@@ -139,7 +139,7 @@ def run_check(args: argparse.Namespace) -> int:
     if for_people(args):
         if findings:
             view = view_of(args)
-            say([*headline(f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)", view),
+            say([*title(f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)", view),
                  *render([Column("OBJECT", "name"), Column("SEVERITY"), Column("PATH", "name"),
                           Column("PROBLEM", "prose"), Column("FIX", "prose")],
                          [(f.object, f.severity, f.path, f.message, f.fix) for f in findings], view)])

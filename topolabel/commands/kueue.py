@@ -111,7 +111,7 @@ def removal_reason(name: str, successor: str | None) -> str:
         return f"replaced by {successor}: a field Kueue cannot change in place changed"
     kind = name.split("-", 1)[0]
     if kind == "resourceflavor":
-        return "no node of its pool is left"
+        return "no pool of that name now: its nodes left, or pools.label changed"
     if kind == "topology":
         return "no longer generated"
     return "no longer in the config"

@@ -8,7 +8,7 @@ from labeler.errors import TopologyError
 from labeler.model import Snapshot
 from labeler.verify import Report, compare_sources, label_drift
 
-from ..output import emit, for_people, headline, names, say, shown, view_of
+from ..output import emit, for_people, names, say, shown, title, view_of
 from ..tables import Column, View, render
 from ..pipeline import discover, read_config, read_snapshot, source_options
 from . import COMMANDS
@@ -77,7 +77,7 @@ def _pairs(raw: list[str]) -> list[tuple[str, str]]:
 
 
 def _table(report: Report, view: View) -> None:
-    lines = headline(f"{report.compared} node(s) compared, {len(report.disagreements)} disagreement(s); only in "
+    lines = title(f"{report.compared} node(s) compared, {len(report.disagreements)} disagreement(s); only in "
                      f"{report.a}: {len(report.only_in_a)}, only in {report.b}: {len(report.only_in_b)}", view)
     if report.disagreements:
         rows, more = shown(report.disagreements, view)
