@@ -45,7 +45,7 @@ from tests.tas_replay import create_pods
 
 pytestmark = pytest.mark.slow
 KWOK_USER = "system:serviceaccount:kube-system:kwok-controller"
-GROUP = "kueue.x-k8s.io/podset-group-name"
+GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 RUN_FOR = "test-cluster.topolabel.dev/run-for"  # how long KWOK keeps a pod of a Job running (hack/kwok/stages.yaml)
 BUSY = "e2e-busy"  # where pods that are not the test job's run
 READY_WITHIN = 5.0  # seconds from a Node's creation to Ready, as docs/testing.md promises
@@ -99,6 +99,7 @@ class WorkloadHistory:
 
     def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
         self.versions: list[dict[str, Any]] = []
+        self.error: Exception | None = None
         self._watch = watch.Watch()
         self._args = (client.CustomObjectsApi(api).list_namespaced_custom_object, GROUP, VERSION, namespace,
                       "workloads")
@@ -107,16 +108,23 @@ class WorkloadHistory:
 
     def _run(self) -> None:
         func, *args = self._args
-        for event in self._watch.stream(func, *args, field_selector=self._selector, timeout_seconds=600):
-            self.versions.append(event["object"])
+        try:
+            # the server ends the watch after 600 s; the client waits that long between events (no read timeout)
+            for event in self._watch.stream(func, *args, field_selector=self._selector, timeout_seconds=600,
+                                            _request_timeout=(10, 630)):
+                self.versions.append(event["object"])
+        except Exception as exc:  # noqa: BLE001 - the test reads it (after stop(), the closed stream may raise)
+            self.error = exc
 
     def __enter__(self) -> "WorkloadHistory":
         self._thread.start()
-        wait_until(lambda: self.versions, 30, "the Workload watch's first event")  # watching from here on
+        wait_until(lambda: self.versions or self.error, 30, "the Workload watch's first event")  # watching from here
+        assert self.error is None, f"the Workload watch failed: {self.error!r}"
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, *exc: Any) -> None:
         self._watch.stop()
+        assert kind is not None or self.error is None, f"the Workload watch failed: {self.error!r}"
 
     def unhealthy_nodes(self) -> list[list[str]]:
         """Each distinct non-empty `status.unhealthyNodes` seen, in order."""
@@ -264,10 +272,13 @@ def test_a_node_that_stops_heartbeating_is_replaced_by_kueue_inside_the_same_blo
             with WorkloadHistory(api, TRAIN, workload["metadata"]["name"]) as history:
                 cluster.stop_kubelet(victim)
                 # the node lifecycle controller: no Lease renewal for the grace period -> Unknown, unreachable
-                wait_until(lambda: (c := node_condition(node(api, victim))) and c["status"] == "Unknown", 90,
-                           "the node lifecycle controller to mark the silent node")
-                assert (UNREACHABLE, "NoExecute") in {(t["key"], t["effect"]) for t in
-                                                      node(api, victim)["spec"].get("taints") or []}
+                # (NoSchedule at once, NoExecute on its next tainting pass)
+                def marked() -> bool:
+                    dead = node(api, victim)
+                    taints = {(t["key"], t["effect"]) for t in dead["spec"].get("taints") or []}
+                    return node_condition(dead)["status"] == "Unknown" and (UNREACHABLE, "NoExecute") in taints
+
+                wait_until(marked, 90, "the node lifecycle controller to mark the silent node and taint it")
 
                 def replaced() -> dict[str, int] | None:
                     w = workload_of(api, TRAIN, uid)
@@ -369,9 +380,9 @@ def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(cluster: Ku
         # the one-pod leader and the workers share a podset group: Kueue places them in the same block
         groups = {r["name"]: r["template"]["spec"]["template"]["metadata"]["annotations"]
                   for r in doc["spec"]["replicatedJobs"]}
-        assert {a[REQUIRED] for a in groups.values()} == {BLOCK} and len({a[GROUP] for a in groups.values()}) == 1
+        assert {a[REQUIRED] for a in groups.values()} == {BLOCK} and len({a[GROUP_NAME] for a in groups.values()}) == 1
         predicted = fit(path, cluster.kubeconfig, 0)
-        want = {p["name"]: {n["node"]: n["pods"] for n in p["nodes"]} for p in predicted["podsets"]}
+        want = {p["podset"]: {n["node"]: n["pods"] for n in p["nodes"]} for p in predicted["podsets"]}
         try:
             created = json.loads(cluster.kubectl("create", "-f", str(path), "-o", "json").stdout)
             assert created["spec"]["suspend"] is True  # Kueue's webhook holds the JobSet until it is admitted
