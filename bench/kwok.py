@@ -51,6 +51,7 @@ LEVELS = {"block": BLOCK, "subblock": "topolabel.dev/subblock"}
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 RUN_FOR = "test-cluster.topolabel.dev/run-for"
 KUEUE_PLURALS = ("topologies", "resourceflavors", "clusterqueues", "localqueues")
+SETTLE = 60.0  # seconds without a new decision, Kueue having no active pending Workload, before giving up
 
 
 def job_mix(count: int, seed: int = 1) -> list[dict[str, Any]]:
@@ -80,6 +81,28 @@ def decided(workload: dict[str, Any]) -> str | None:
     return pending_message(workload)
 
 
+def decisions(cluster: KubeCluster, count: int, submitted: float) -> dict[str, tuple[float, str]]:
+    """job -> (seconds after submission, "admitted" or Kueue's reason), polled every half second until all
+    `count` are decided, or until Kueue has nothing left to try (no active pending Workload) and nothing has
+    changed for SETTLE seconds: a Workload Kueue nominated in a cycle and then lost to another admitted in the
+    same cycle is set aside without a status update (v0.19.2, scheduler.requeueAndUpdate) and stays undecided."""
+    seen: dict[str, tuple[float, str]] = {}
+    changed, deadline = time.monotonic(), time.monotonic() + 1800
+    while len(seen) < count:
+        now = time.perf_counter() - submitted
+        for w in workloads(cluster.api(), TRAIN):
+            job = next((r["name"] for r in w["metadata"].get("ownerReferences") or [] if r["kind"] == "Job"), None)
+            if job and job not in seen and (why := decided(w)):
+                seen[job], changed = (now, why), time.monotonic()
+        if time.monotonic() - changed > SETTLE and \
+                cluster.kueue_metric("kueue_pending_workloads", cluster_queue="e2e", status="active") == 0:
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench.kwok: {count - len(seen)} Workloads undecided after 30 minutes")
+        time.sleep(0.5)
+    return seen
+
+
 def pods_by_job(api: client.ApiClient) -> dict[str, list[dict[str, Any]]]:
     resp = client.CoreV1Api(api).list_namespaced_pod(TRAIN, _preload_content=False)
     out: dict[str, list[dict[str, Any]]] = {}
@@ -88,75 +111,69 @@ def pods_by_job(api: client.ApiClient) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def run(args: argparse.Namespace, root: Path) -> dict[str, object]:
-    items, _ = gke_cluster(blocks=max(1, args.nodes // (SUBBLOCKS * HOSTS)), subblocks=SUBBLOCKS, hosts=HOSTS)
-    cluster = KubeCluster(root, testcluster.up(root, kueue=True, kwok=True, lease_seconds=args.lease))
-    api = cluster.api()
-    cpu_start = cluster_cpu(cluster)
-    started = time.perf_counter()
-    cluster.create_nodes(items, ready_timeout=1800)
-    nodes_ready = time.perf_counter() - started
-
-    mark, log = cluster.audit_mark(), root / "operator.log"
-    operator_start = time.perf_counter()
-    with open(log, "wb") as out:
-        operator = Timed(topolabel("run", *operator_args(cluster, root)), stdout=out, stderr=subprocess.STDOUT,
-                         cwd=ROOT)
+def labelling(cluster: KubeCluster, items: list[dict[str, Any]], log: Path, mark: int, started: float
+              ) -> dict[str, object]:
+    """Until the operator has labelled every node and its Kueue objects are in place (ClusterQueue active)."""
     poll(lambda: PORT.search(log.read_bytes()) is not None, 120, "the operator's metrics port")
     port = int(PORT.search(log.read_bytes()).group(1))
     poll(lambda: sample(port, 'topolabel_nodes{state="labelled"}') >= len(items), 1800, "every node labelled")
-    labelled = time.perf_counter() - operator_start
-    poll(lambda: operator_objects(api) is not None, 600, "the operator's Kueue objects, ClusterQueue active")
-    kueue_ready = time.perf_counter() - operator_start
+    labelled = time.perf_counter() - started
+    poll(lambda: operator_objects(cluster.api()) is not None, 600, "the operator's Kueue objects, an active queue")
     applied = [e for e in cluster.requests(mark, user=testcluster.OPERATOR, verb="patch")
                if e.resource in KUEUE_PLURALS and e.code < 300]
+    return {"operator: all labelled s": f"{labelled:.1f}",
+            "Kueue objects ready s": f"{time.perf_counter() - started:.1f}", "Kueue objects applied": len(applied)}
 
-    jobs = job_mix(args.jobs)
+
+def scheduling(cluster: KubeCluster, jobs: list[dict[str, Any]]) -> dict[str, object]:
+    """The Jobs created at once; Kueue's decisions; once the admitted ones run, whose pods leave their domain."""
+    api = cluster.api()
     batch = client.BatchV1Api(api)
     submitted = time.perf_counter()
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(lambda j: batch.create_namespaced_job(TRAIN, j, _preload_content=False), jobs))
-    seen: dict[str, tuple[float, str]] = {}  # job -> (seconds after submission, decision)
-    deadline = time.monotonic() + 1800
-    while len(seen) < len(jobs) and time.monotonic() < deadline:
-        now = time.perf_counter() - submitted
-        for w in workloads(api, TRAIN):
-            job = next((r["name"] for r in w["metadata"].get("ownerReferences") or [] if r["kind"] == "Job"), None)
-            if job and job not in seen and (why := decided(w)):
-                seen[job] = (now, why)
-        time.sleep(0.5)
-    if len(seen) < len(jobs):
-        raise SystemExit(f"bench.kwok: {len(jobs) - len(seen)} Workloads undecided after 30 minutes")
+    seen = decisions(cluster, len(jobs), submitted)
     latencies = sorted(t for t, _ in seen.values())
-
     admitted = {w["metadata"]["ownerReferences"][0]["name"]: w for w in workloads(api, TRAIN) if is_admitted(w)}
     want = {name: sum(p.count for p in admission(w).values()) for name, w in admitted.items()}
     poll(lambda: all(sum(p["status"].get("phase") == "Running" for p in pods_by_job(api).get(name, [])) == n
                      for name, n in want.items()), 1800, "every admitted Job's pods Running")
     running_at = time.perf_counter() - submitted
-    labels = cluster.node_labels()
-    by_job = pods_by_job(api)
+    labels, by_job = cluster.node_labels(), pods_by_job(api)
     level = {j["metadata"]["name"]: j["spec"]["template"]["metadata"]["annotations"][REQUIRED] for j in jobs}
-    outside = [name for name in admitted
-               if len({labels[p["spec"]["nodeName"]][level[name]] for p in by_job[name]}) != 1]
-
-    operator.signal(signal.SIGTERM)
-    done = operator.wait(60)
+    domains = {name: {labels[p["spec"]["nodeName"]][level[name]] for p in by_job[name]} for name in admitted}
+    outside = [name for name, found in domains.items() if len(found) != 1]
     reasons: dict[str, int] = {}
     for _, why in seen.values():
         if why != "admitted":
-            key = why.split(";")[0].split(",")[0][:60]
-            reasons[key] = reasons.get(key, 0) + 1
-    print("pending reasons:", json.dumps(reasons, indent=1))
-    return {"nodes": len(items), "KWOK: all Ready s": f"{nodes_ready:.0f}",
-            "operator: all labelled s": f"{labelled:.1f}", "Kueue objects ready s": f"{kueue_ready:.1f}",
-            "Kueue objects applied": len(applied), "operator CPU s": f"{done.cpu:.1f}",
-            "operator peak RSS MiB": f"{done.rss_mb:.0f}", "jobs": len(jobs),
-            "admitted": len(admitted), "pending with a reason": len(jobs) - len(admitted),
-            "all decided s": f"{latencies[-1]:.1f}", "median decided s": f"{statistics.median(latencies):.1f}",
-            "admitted pods Running s": f"{running_at:.0f}", "pods Running": sum(want.values()),
-            "jobs with pods outside their domain": len(outside),
-            "cluster CPU s": f"{cluster_cpu(cluster) - cpu_start:.0f}"}
+            reasons[why[:90]] = reasons.get(why[:90], 0) + 1
+    print("pending reasons (first 90 characters):", json.dumps(reasons, indent=1))
+    return {"jobs": len(jobs), "admitted": len(admitted), "pending with a reason": len(seen) - len(admitted),
+            "pending, no reason": len(jobs) - len(seen), "last decided s": f"{latencies[-1]:.1f}",
+            "median decided s": f"{statistics.median(latencies):.1f}", "admitted pods Running s": f"{running_at:.0f}",
+            "pods Running": sum(want.values()), "jobs with pods outside their domain": len(outside)}
+
+
+def run(args: argparse.Namespace, root: Path) -> dict[str, object]:
+    items, _ = gke_cluster(blocks=max(1, args.nodes // (SUBBLOCKS * HOSTS)), subblocks=SUBBLOCKS, hosts=HOSTS)
+    cluster = KubeCluster(root, testcluster.up(root, kueue=True, kwok=True, lease_seconds=args.lease))
+    cpu_start, started = cluster_cpu(cluster), time.perf_counter()
+    cluster.create_nodes(items, ready_timeout=1800)
+    row: dict[str, object] = {"nodes": len(items), "KWOK: all Ready s": f"{time.perf_counter() - started:.0f}"}
+    mark, log = cluster.audit_mark(), root / "operator.log"
+    started = time.perf_counter()
+    with open(log, "wb") as out:
+        operator = Timed(topolabel("run", *operator_args(cluster, root)), stdout=out, stderr=subprocess.STDOUT,
+                         cwd=ROOT)
+    try:
+        row.update(labelling(cluster, items, log, mark, started))
+        row.update(scheduling(cluster, job_mix(args.jobs)))
+    finally:
+        operator.signal(signal.SIGTERM)
+        done = operator.wait(60)
+    row.update({"operator CPU s": f"{done.cpu:.1f}", "operator peak RSS MiB": f"{done.rss_mb:.0f}",
+                "cluster CPU s": f"{cluster_cpu(cluster) - cpu_start:.0f}"})
+    return row
 
 
 def main() -> None:
