@@ -35,6 +35,8 @@ from kubernetes.client.exceptions import ApiException
 
 from hack import testcluster
 from hack.synth import H100, gke_cluster
+from tests.conftest import ROOT
+from tests.helmrun import helm  # noqa: F401 (fixture)
 from tests.kubecluster import KubeCluster, kwok_kueue_cluster, kwok_kueue_kube  # noqa: F401
 from tests.kueue_jobs import (BLOCK, REQUIRED, TRAIN, annotate, annotated_job, fit, job_pods, operator_objects,
                               pod_template, remove_job, remove_operator_objects, start_operator, submit, wait_parked)
@@ -45,6 +47,7 @@ from tests.tas_replay import create_pods
 
 pytestmark = pytest.mark.slow
 KWOK_USER = "system:serviceaccount:kube-system:kwok-controller"
+CHART = ROOT / "charts" / "topolabel"
 GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 RUN_FOR = "test-cluster.topolabel.dev/run-for"  # how long KWOK keeps a pod of a Job running (hack/kwok/stages.yaml)
 BUSY = "e2e-busy"  # where pods that are not the test job's run
@@ -73,13 +76,19 @@ def node_condition(obj: dict[str, Any], kind: str = "Ready") -> dict[str, Any] |
     return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == kind), None)
 
 
-def running_on(api: client.ApiClient, namespace: str, name: str) -> dict[str, int]:
-    """node -> how many of the Job's pods run there (phase Running, not being deleted)."""
+def running_pods(api: client.ApiClient, namespace: str, selector: str) -> dict[str, int]:
+    """node -> how many of the pods `selector` picks run there (phase Running, not being deleted)."""
+    resp = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector, _preload_content=False)
     out: dict[str, int] = {}
-    for p in job_pods(api, namespace, name):
+    for p in json.loads(resp.data)["items"]:
         if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
             out[p["spec"]["nodeName"]] = out.get(p["spec"]["nodeName"], 0) + 1
     return out
+
+
+def running_on(api: client.ApiClient, namespace: str, name: str) -> dict[str, int]:
+    """node -> how many of the Job's pods run there."""
+    return running_pods(api, namespace, f"batch.kubernetes.io/job-name={name}")
 
 
 def job_condition(api: client.ApiClient, namespace: str, name: str, kind: str) -> bool:
@@ -402,3 +411,47 @@ def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(cluster: Ku
             wait_finished(api, uid)
         finally:
             cluster.kubectl("delete", "jobset", "trainer", "-n", TRAIN, "--ignore-not-found", "--wait=false")
+
+
+def test_the_chart_installs_on_kwok_nodes_and_its_helm_test_runs_to_completion(
+        cluster: KubeCluster, helm: Any, tmp_path: Path) -> None:  # noqa: F811
+    """What a kubelet adds to the chart's own test (test_operator_shipped.py runs the operator and the test Pod
+    in podman, unscheduled): kube-scheduler places each of the chart's Pods on GKE-shaped nodes whose GPUs are
+    tainted, `helm install --wait` waits for them as a user's would, and `helm test` sees its hook Pod
+    scheduled, Succeeded as KWOK reports it, and deleted by the hook's policy. (KWOK runs no container: the
+    test Pod's HTTP checks themselves are test_operator_shipped.py's.)"""
+    api = cluster.api()
+    gpu_nodes, _ = gke_cluster(blocks=1, subblocks=2, hosts=2)  # 4 nodes, tainted nvidia.com/gpu
+    system = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "system-n0", "labels": {
+        "kubernetes.io/hostname": "system-n0", "cloud.google.com/gke-nodepool": "system"}},
+              "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}
+    cluster.create_nodes([*gpu_nodes, system])
+    name, namespace = "tl-kwok", "tl-kwok-system"
+    where = ["--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace]
+    mark = cluster.audit_mark()
+    try:
+        helm("install", name, str(CHART), *where, "--create-namespace", "--wait", "--timeout", "180s",
+             "--set", "image.repository=registry.invalid/topolabel", "--set", "image.tag=kwok",
+             "--set", "agent.enabled=true", "--set", "config.source.type=labels", "--set", "config.source.preset=gke")
+        rendered = [d for d in yaml.safe_load_all(helm("get", "manifest", name, *where).stdout) if d]
+        workloads = {d["kind"]: d for d in rendered if d["kind"] in ("Deployment", "DaemonSet")}
+        placed = {kind: running_pods(api, obj["metadata"]["namespace"], ",".join(
+            f"{k}={v}" for k, v in obj["spec"]["selector"]["matchLabels"].items())) for kind, obj in workloads.items()}
+        # no GPU toleration: the operator's replicas only on the untainted node; the agent on every node
+        assert set(placed["Deployment"]) == {"system-n0"}
+        assert sum(placed["Deployment"].values()) == workloads["Deployment"]["spec"]["replicas"]
+        assert placed["DaemonSet"] == {n["metadata"]["name"]: 1 for n in [*gpu_nodes, system]}
+
+        tested = helm("test", name, *where, "--timeout", "120s")
+        assert "Phase:          Succeeded" in tested.stdout, tested.stdout
+        (hook,) = [d["metadata"]["name"] for d in yaml.safe_load_all(helm("get", "hooks", name, *where).stdout)
+                   if d and d["kind"] == "Pod" and d["metadata"]["annotations"]["helm.sh/hook"] == "test"]
+        bound = [e for e in cluster.requests(mark, verb="create", resource="pods", user="system:kube-scheduler")
+                 if e.subresource == "binding" and e.name == hook]
+        ran = [e for e in cluster.requests(mark, resource="pods", user=KWOK_USER) if e.subresource == "status"
+               and e.name == hook]
+        assert bound and ran  # scheduled like any Pod, then run (and finished) by the nodes' "kubelet"
+        assert cluster.kubectl("get", "pod", hook, "-n", namespace, check=False).returncode != 0  # hook-succeeded
+    finally:
+        helm("uninstall", name, *where, "--wait", check=False)
+        cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
