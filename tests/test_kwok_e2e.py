@@ -13,9 +13,14 @@ Node NotReady, as in a cluster with kubelets.
 - A node is tainted NoExecute under a running job whose block has no free node: Kueue evicts the Workload
   (TASFailedNodeReplacementFailFast) and requeues it, and `topolabel fit` on the cluster as it now is says
   what Kueue then says: no block fits, with Kueue's message.
+- A JobSet of a one-pod leader and three workers (LeaderWorkerSet's shape), annotated the same way: admitted
+  where fit said, its Jobs made by JobSet's controller, its pods run in one block, and it completes.
+- The chart: `helm install --wait` on tainted GKE-shaped nodes and an untainted one, each Pod placed by
+  kube-scheduler, and `helm test`'s hook Pod scheduled, run to Succeeded and deleted by its policy.
 
-Each test costs a few seconds of Kueue and KWOK work; the heartbeat one waits out the node lifecycle
-controller's grace period (KWOK_LEASE_SECONDS, 20 s). The cluster itself starts once per worker.
+Each test costs a few seconds of Kueue and KWOK work, plus the operator's start and the CLI's (most of a
+test's time on a loaded machine); the heartbeat one also waits out the node lifecycle controller's grace
+period (KWOK_LEASE_SECONDS, 20 s). The cluster itself starts once per worker that runs one of them.
 """
 
 from __future__ import annotations
