@@ -435,9 +435,11 @@ def test_the_chart_installs_on_kwok_nodes_and_its_helm_test_runs_to_completion(
     where = ["--kubeconfig", str(cluster.kubeconfig), "--namespace", namespace]
     mark = cluster.audit_mark()
     try:
+        # names of its own: the other tests' operator has the manifests' ClusterRoles, which share the chart's
         helm("install", name, str(CHART), *where, "--create-namespace", "--wait", "--timeout", "180s",
-             "--set", "image.repository=registry.invalid/topolabel", "--set", "image.tag=kwok",
-             "--set", "agent.enabled=true", "--set", "config.source.type=labels", "--set", "config.source.preset=gke")
+             *(a for v in (f"fullnameOverride={name}", f"agent.namespace={name}-agent", "agent.enabled=true",
+                           "image.repository=registry.invalid/topolabel", "image.tag=kwok",
+                           "config.source.type=labels", "config.source.preset=gke") for a in ("--set", v)))
         rendered = [d for d in yaml.safe_load_all(helm("get", "manifest", name, *where).stdout) if d]
         workloads = {d["kind"]: d for d in rendered if d["kind"] in ("Deployment", "DaemonSet")}
         placed = {kind: running_pods(api, obj["metadata"]["namespace"], ",".join(
