@@ -59,7 +59,7 @@ KWOK_LEASE_SECONDS = 20
 # KWOK manages every Node without this label; a test adds it to stop a node's "kubelet" (Lease renewals,
 # status, its pods), as when a machine dies.
 KWOK_STOPPED_LABEL = "test-cluster.topolabel.dev/kubelet-stopped"
-KWOK_STAGES = Path(__file__).resolve().parent / "kwok" / "stages.yaml"
+KWOK_CONFIG = Path(__file__).resolve().parent / "kwok" / "kwok.yaml"  # its parallelism and stages
 KWOK_ACCOUNT = ("kube-system", "kwok-controller")  # the ServiceAccount of KWOK's released RBAC (kustomize/rbac)
 KWOK_POD_CIDR = "10.64.0.0/10"  # pod IPs KWOK hands out (its default /24 runs out at 254 running pods)
 # What of Kueue's, JobSet's and KWOK's released manifests (config/default, kustomize/rbac) is installed; the
@@ -298,10 +298,12 @@ def component_flags(root: Path, name: str, port: int) -> list[str]:
 
 
 def controller_manager_command(binary: str, root: Path, port: int, lease_seconds: int | None = None) -> list[str]:
-    """With `lease_seconds` (KWOK runs) the node lifecycle controller too, with that grace period."""
+    """With `lease_seconds` (KWOK runs) the node lifecycle controller too, with that grace period (and as long
+    for a new Node's first report, at least the default minute: KWOK registers thousands of Nodes in minutes)."""
     pki = root / "pki"
     lifecycle = [f"--controllers={CONTROLLERS}"] if lease_seconds is None else [
-        f"--controllers={KWOK_CONTROLLERS}", f"--node-monitor-grace-period={lease_seconds}s"]
+        f"--controllers={KWOK_CONTROLLERS}", f"--node-monitor-grace-period={lease_seconds}s",
+        f"--node-startup-grace-period={max(60, lease_seconds)}s"]
     return [binary, *component_flags(root, "kube-controller-manager", port), *lifecycle,
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
             # each controller as its own ServiceAccount with the server's bootstrap roles, as in a real cluster
@@ -688,7 +690,7 @@ def jobset_ready(starting: Starting, health_port: int) -> str | None:
 
 def start_kwok(root: Path, binaries: Binaries, state: State, lease_seconds: int) -> None:
     """KWOK's released RBAC (its ServiceAccount, ClusterRole, binding and an exempt FlowSchema, from its
-    module's kustomize/rbac); then the controller, as that ServiceAccount, with the stages of KWOK_STAGES for
+    module's kustomize/rbac); then the controller, as that ServiceAccount, with the stages of KWOK_CONFIG for
     every Node without KWOK_STOPPED_LABEL. Back once its /healthz answers."""
     assert binaries.kwok and binaries.kwok_module  # has_kwok, for the type checker
     (port,) = free_ports(1)
@@ -700,7 +702,7 @@ def start_kwok(root: Path, binaries: Binaries, state: State, lease_seconds: int)
     state.kwok = True
     # KWOK_WORKDIR: KWOK would otherwise also read ~/.kwok/kwok.yaml
     start_process(starting, "kwok", [
-        binaries.kwok, f"--kubeconfig={config}", f"--config={KWOK_STAGES}",
+        binaries.kwok, f"--kubeconfig={config}", f"--config={KWOK_CONFIG}",
         f"--manage-nodes-with-label-selector=!{KWOK_STOPPED_LABEL}", f"--node-lease-duration-seconds={lease_seconds}",
         f"--cidr={KWOK_POD_CIDR}",
         # every Node's address (a pod's hostIP): where KWOK, the nodes' "kubelet", listens

@@ -108,7 +108,8 @@ def test_kwok_turns_on_node_lifecycle_and_without_it_the_control_plane_is_unchan
     kwok = testcluster.controller_manager_command("kcm", tmp_path, 3, lease_seconds=20)
     assert "--controllers=*,-node-lifecycle-controller,-ttl-controller" in plain
     assert not any(a.startswith("--node-monitor") for a in plain)
-    assert set(kwok) - set(plain) == {"--controllers=*,-ttl-controller", "--node-monitor-grace-period=20s"}
+    assert set(kwok) - set(plain) == {"--controllers=*,-ttl-controller", "--node-monitor-grace-period=20s",
+                                      "--node-startup-grace-period=60s"}
     assert testcluster.audit_policy(kwok=False) == testcluster.AUDIT_POLICY
     rules = yaml.safe_load(testcluster.audit_policy(kwok=True))["rules"]
     assert rules[:-2] == yaml.safe_load(testcluster.AUDIT_POLICY)["rules"][:-1] and rules[-1] == {"level": "Metadata"}
