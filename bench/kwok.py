@@ -17,7 +17,7 @@ their domain" counts the admitted Jobs whose running pods span more than one dom
 require, read from the nodes' labels (must be 0). "cluster CPU s" is what etcd, the API server,
 controller-manager, scheduler, Kueue and KWOK spent over the whole run.
 
-Run: python -m bench.kwok [--nodes 5000] [--jobs 200] [--lease 240]   (needs hack/build-test-stack first)
+Run: python -m bench.kwok [--nodes 5000] [--jobs 200] [--lease 600]   (needs hack/build-test-stack first)
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--jobs", type=int, default=200)
-    parser.add_argument("--lease", type=int, default=240, help="KWOK's Node Lease duration, seconds (renewed every "
+    parser.add_argument("--lease", type=int, default=600, help="KWOK's Node Lease duration, seconds (renewed every "
                         "quarter of it; also the node lifecycle controller's grace period)")
     args = parser.parse_args()
     binaries = testcluster.find_binaries()

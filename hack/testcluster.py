@@ -593,7 +593,8 @@ def service_account_token(starting: Starting, namespace: str, name: str) -> str:
     return json.loads(body)["status"]["token"]
 
 
-def install_release(state: State, root: Path, manifests: list[dict[str, Any]], webhook_port: int | None = None) -> None:
+def install_release(state: State, root: Path, manifests: list[dict[str, Any]],
+                    webhook_port: int | None = None) -> None:
     """The RELEASE_KINDS of a release's manifests, server-side applied, their webhooks (and CRD conversion)
     pointed at 127.0.0.1:`webhook_port`; back once the CRDs are established."""
     ca_bundle = b64(root / "pki" / "ca.crt")
