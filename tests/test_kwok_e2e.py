@@ -371,16 +371,10 @@ def leader_and_workers(name: str, workers: int, run_for: str) -> str:
                                for group, pods in (("leader", 1), ("workers", workers))]}}, sort_keys=False)
 
 
-def jobset_pods(api: client.ApiClient, name: str) -> dict[str, dict[str, int]]:
+def jobset_pods(api: client.ApiClient, name: str, groups: list[str]) -> dict[str, dict[str, int]]:
     """replicatedJob -> node -> pods of the JobSet running there."""
-    resp = client.CoreV1Api(api).list_namespaced_pod(TRAIN, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}",
-                                                     _preload_content=False)
-    out: dict[str, dict[str, int]] = {}
-    for p in json.loads(resp.data)["items"]:
-        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp"):
-            nodes = out.setdefault(p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"], {})
-            nodes[p["spec"]["nodeName"]] = nodes.get(p["spec"]["nodeName"], 0) + 1
-    return out
+    return {group: running_pods(api, TRAIN, f"jobset.sigs.k8s.io/jobset-name={name},"
+                                            f"jobset.sigs.k8s.io/replicatedjob-name={group}") for group in groups}
 
 
 def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(cluster: KubeCluster, tmp_path: Path) -> None:
@@ -405,7 +399,8 @@ def test_a_jobset_leader_and_workers_run_in_one_block_where_fit_said(cluster: Ku
             placed = {name: {d[-1]: n for d, n in a.domains.items()} for name, a in admission(workload).items()}
             assert placed == want
             # JobSet's controller makes a Job per replicatedJob; their pods run where Kueue put them
-            wait_until(lambda: jobset_pods(api, "trainer") == want, 90, f"the JobSet's pods Running on {want}")
+            wait_until(lambda: jobset_pods(api, "trainer", list(want)) == want, 90,
+                       f"the JobSet's pods Running on {want}")
             assert len({labels[n][BLOCK] for nodes in want.values() for n in nodes}) == 1
             def completed() -> bool:
                 jobset = json.loads(cluster.kubectl("get", "jobset", "trainer", "-n", TRAIN, "-o", "json").stdout)
