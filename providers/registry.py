@@ -17,6 +17,7 @@ SOURCES: dict[str, str] = {
     "inventory": "providers.inventory",
     "aws": "providers.aws",
     "gcp": "providers.gcp",
+    "oci": "providers.oci",
     "combined": "providers.combined",
     "lldp": "providers.lldp",
     "infiniband": "providers.infiniband",

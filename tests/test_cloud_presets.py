@@ -59,7 +59,8 @@ def test_coreweave_superpods_are_numbers_within_their_fabric() -> None:
 
 
 def test_coreweave_roce_nodes_take_their_fabric_as_superpod_and_say_so() -> None:
-    nodes = [coreweave("ib-1", "f1", "1", "7"), coreweave("roce-1", "f2", None, "9"), coreweave("roce-2", "f2", None, "9")]
+    nodes = [coreweave("ib-1", "f1", "1", "7"), coreweave("roce-1", "f2", None, "9"),
+             coreweave("roce-2", "f2", None, "9")]
     found, snap = run(nodes, "coreweave")
     assert found.level_names == ("fabric", "superpod", "leafgroup")
     assert groups(snap, "superpod") == {frozenset({"ib-1"}), frozenset({"roce-1", "roce-2"})}
