@@ -18,6 +18,7 @@ SOURCES: dict[str, str] = {
     "aws": "providers.aws",
     "gcp": "providers.gcp",
     "oci": "providers.oci",
+    "nebius": "providers.nebius",
     "combined": "providers.combined",
     "lldp": "providers.lldp",
     "infiniband": "providers.infiniband",
