@@ -22,12 +22,12 @@ from typing import Any, Mapping, Sequence
 
 from labeler.errors import InputError, SourceError
 from labeler.model import Discovery
-from labeler.nodes import Node
 from labeler.placement import insert_level, pad_depths
 from labeler.progress import Progress, quiet
 
 from .base import Options, Source, SourceContext, parse_options
 from .fanout import each
+from .instances import instances
 
 NAME = "nebius"
 NVLINK = "nvlink"
@@ -83,24 +83,6 @@ def instance_of(provider_id: str) -> str:
     return instance
 
 
-def locate(nodes: Sequence[Node], discovery: Discovery) -> dict[str, str]:
-    """node -> instance id; nodes that are not Nebius instances, or share one, become problems."""
-    targets: dict[str, str] = {}
-    owner: dict[str, str] = {}
-    for node in sorted(nodes, key=lambda n: n.name):
-        try:
-            instance = instance_of(node.provider_id)
-        except InputError as exc:
-            discovery.problem(f"{exc}; cannot ask Nebius for its topology", node.name)
-            continue
-        if instance in owner:
-            discovery.problem(f"instance {instance} is also node {owner[instance]}'s; left as it is", node.name)
-            continue
-        owner[instance] = node.name
-        targets[node.name] = instance
-    return targets
-
-
 def level_names(depth: int) -> tuple[str, ...]:
     """`tier-<depth>` .. `tier-1`, coarsest first: the `nebius` preset's names for Soperator's tiers."""
     return tuple(f"tier-{t}" for t in range(depth, 0, -1))
@@ -139,7 +121,7 @@ def place(discovery: Discovery, targets: Mapping[str, str], found: Mapping[str, 
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(NebiusOptions, ctx)
     discovery = Discovery(NAME, level_names(DEFAULT_DEPTH))
-    targets = locate(ctx.nodes, discovery)
+    targets = instances(ctx.nodes, discovery, instance_of, "Nebius for its topology")
     if not targets:  # nothing to look up: no credentials needed
         return discovery
     if not opts.nebius_project:

@@ -31,6 +31,7 @@ from labeler.progress import Progress, quiet
 
 from .base import Options, Source, SourceContext, parse_options
 from .fanout import each
+from .instances import instances
 
 NAME = "oci"
 LEVELS = ("island", "block", "local-block")
@@ -107,24 +108,6 @@ def instance_of(provider_id: str) -> str:
     return ocid
 
 
-def locate(nodes: Sequence[Node], discovery: Discovery) -> dict[str, str]:
-    """node -> instance OCID; nodes that are not OCI instances, or share one, become problems."""
-    targets: dict[str, str] = {}
-    owner: dict[str, str] = {}
-    for node in sorted(nodes, key=lambda n: n.name):
-        try:
-            instance = instance_of(node.provider_id)
-        except InputError as exc:
-            discovery.problem(f"{exc}; cannot ask OCI for its compute host", node.name)
-            continue
-        if instance in owner:
-            discovery.problem(f"instance {instance} is also node {owner[instance]}'s; left as it is", node.name)
-            continue
-        owner[instance] = node.name
-        targets[node.name] = instance
-    return targets
-
-
 def domains_to_list(domains: Sequence[str], nodes: Sequence[Node], targets: Mapping[str, str]) -> list[str]:
     """The availability domains whose hosts to list: those the nodes' zone labels name (`PHX-AD-1` names
     `Uocm:PHX-AD-1`), or all of them when a node names none or one that is not listed."""
@@ -175,7 +158,7 @@ def place(discovery: Discovery, targets: Mapping[str, str], listing: Listing, li
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(OciOptions, ctx)
     discovery = Discovery(NAME, LEVELS)
-    targets = locate(ctx.nodes, discovery)
+    targets = instances(ctx.nodes, discovery, instance_of, "OCI for its compute host")
     if not targets:  # nothing to look up: no credentials needed
         return discovery
     api = Api.connect(opts)

@@ -12,20 +12,15 @@ call. Listens on 127.0.0.1, port 0.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import threading
 from concurrent import futures
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from google.protobuf import descriptor_pool, message_factory
+
+from tests.tlscert import Certificate
 
 SERVICE = "nebius.compute.v1.InstanceService"
 TOKEN = "ne1-test-token"
@@ -74,34 +69,6 @@ class Call:
     project: str
     page_size: int
     page_token: str
-
-
-@dataclass
-class Certificate:
-    """A self-signed certificate for 127.0.0.1: the server's key pair and the CA bundle a client trusts."""
-
-    key_pem: bytes
-    cert_pem: bytes
-
-    @classmethod
-    def create(cls) -> "Certificate":
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-        now = datetime.datetime.now(datetime.timezone.utc)
-        cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                               critical=False)
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .sign(key, hashes.SHA256()))
-        return cls(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                     serialization.NoEncryption()), cert.public_bytes(serialization.Encoding.PEM))
-
-    def bundle(self, directory: Path) -> Path:
-        path = directory / "nebius-ca.pem"
-        path.write_bytes(self.cert_pem)
-        return path
 
 
 @dataclass

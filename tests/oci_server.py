@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 import threading
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from tests.httpstub import Listener, send_json
 
 TENANCY = "ocid1.tenancy.oc1..aaaaaaaatopolabeltesttenancy"
 USER = "ocid1.user.oc1..aaaaaaaatopolabeltestuser"
@@ -102,23 +103,18 @@ class OciServer:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._http: ThreadingHTTPServer | None = None
+        self._listener = Listener(_handler(self))
 
     @property
     def url(self) -> str:
-        assert self._http is not None, "server not started"
-        return f"http://127.0.0.1:{self._http.server_address[1]}"
+        return self._listener.url
 
     def __enter__(self) -> "OciServer":
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self._listener.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+        self._listener.stop()
 
     def count(self, operation: str | None = None, ad: str | None = None) -> int:
         with self._lock:
@@ -216,16 +212,8 @@ def _handler(server: OciServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
             status, body, headers = server.respond("GET", self.path, self.headers)
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("opc-request-id", "topolabel-test")
-            self.send_header("Date", formatdate(usegmt=True))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, status, body, {"opc-request-id": "topolabel-test", "Date": formatdate(usegmt=True),
+                                           **headers})
 
         def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
             pass

@@ -27,7 +27,8 @@ from providers import nebius as source  # noqa: E402
 from providers.base import SourceContext  # noqa: E402
 from providers.labels import discover as discover_labels  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
-from tests.nebius_server import TOKEN, Certificate, NebiusServer, instance  # noqa: E402
+from tests.nebius_server import TOKEN, NebiusServer, instance  # noqa: E402
+from tests.tlscert import Certificate  # noqa: E402
 
 P1, P2 = "project-e00train", "project-e00infer"
 # The held-out fixture: (project, root, spine, leaf, instances), the path root first as Nebius reports it.
