@@ -22,6 +22,7 @@ SOURCES: dict[str, str] = {
     "combined": "providers.combined",
     "lldp": "providers.lldp",
     "infiniband": "providers.infiniband",
+    "ufm": "providers.infiniband.ufm",
 }
 
 
