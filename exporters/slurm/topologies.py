@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-import yaml
-
+from labeler.documents import dump_yaml
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
 
@@ -137,4 +136,4 @@ def _switch(switch: Switch, skeleton: bool) -> dict[str, Any]:
 
 
 def topology_yaml(entries: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, width=1 << 20)
+    return dump_yaml(entries, width=1 << 20)

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ib-ca", metavar="DEVICE", help="with --run: the HCA to discover from (ibnetdiscover -C)")
     group.add_argument("--ib-timeout", type=float, metavar="SECONDS", help="with --run: give up after this long (default 60)")
     group.add_argument("--node-name-map", metavar="FILE", help="ibnetdiscover/OpenSM node-name-map: 0xGUID \"name\" per line")
-    options.add_fabric_arguments(parser)
+    options.add_fabric_arguments(parser, NAME)
 
 
 def discover(ctx: SourceContext) -> Discovery:

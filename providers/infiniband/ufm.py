@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ufm-insecure", action="store_true", default=None,
                        help="do not verify UFM's TLS certificate (a test server; reported as a problem)")
     group.add_argument("--ufm-timeout", type=float, metavar="SECONDS", help="seconds to wait for each answer (default 60)")
-    add_fabric_arguments(parser)
+    add_fabric_arguments(parser, NAME)
 
 
 def discover(ctx: SourceContext) -> Discovery:
