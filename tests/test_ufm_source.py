@@ -185,7 +185,7 @@ def test_unreachable_ufm_is_one_line(credentials: Path, tmp_path: Path, certific
     ({"ufm_url": "http://ufm.example.com"}, "UFM is reached over https:// only"),
     ({"ufm_url": "https://ufm", "ufm_ca": "ca.pem", "ufm_insecure": True}, "give one"),
     ({"ufm_url": "https://ufm", "ib_exclude_guids": "0xzz"}, "'0xzz' is not a GUID"),
-    ({"ufm_url": "https://ufm", "ufm_timeout": 0}, "greater than 0"),
+    ({"ufm_url": "https://ufm", "ufm_timeout": 0}, "ufm_timeout: must be more than 0"),
 ])
 def test_bad_options_are_refused_before_any_call(given: dict[str, Any], error: str) -> None:
     with pytest.raises(SourceError, match=re.escape(error)):

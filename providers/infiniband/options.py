@@ -54,7 +54,7 @@ def add_fabric_arguments(parser: argparse.ArgumentParser, source: str) -> None:
     infiniband and ufm sources both take them, and every source's flags share one parser."""
     if "--guid-map" in parser._option_string_actions:
         return
-    group = parser.add_argument_group(f"{source} source: placing hosts (the infiniband and ufm sources' flags)")
+    group = parser.add_argument_group(f"{source} source (placing hosts; the infiniband and ufm sources both take these)")
     group.add_argument("--guid-map", metavar="FILE", help="YAML/JSON: node -> HCA GUIDs ([mlx5_0=]0x...), for HCAs without a host in their description")
     group.add_argument("--hca-pattern", metavar="REGEX", help="use only HCAs whose device name matches, e.g. 'mlx5_[0-7]' (default: all)")
     group.add_argument("--ib-exclude", metavar="REGEX",
