@@ -31,12 +31,14 @@ MAP_HINT = f"map its GUID with --guid-map, --node-name-map or the {ANNOTATION} n
 
 @dataclass(frozen=True)
 class Request:
-    """What to place: Kubernetes nodes (empty: every host in the fabric), GUIDs, and which HCAs count."""
+    """What to place: Kubernetes nodes (empty: every host in the fabric), GUIDs, which HCAs count, and who read
+    the fabric from where."""
 
     nodes: Sequence[Node] = ()
     guids: GuidMap | None = None
     pattern: re.Pattern | None = None
     origin: str = "ibnetdiscover"
+    source: str = NAME
 
 
 @paused_gc()
@@ -59,7 +61,7 @@ def place(fabric: Fabric, request: Request) -> Discovery:
     group_names = unique_names({str(g): [names[leaf] for leaf in m] for g, m in groups.members.items()})
     block_names = _block_names(block_of, tiers, names) if three_level else {}
 
-    found = Discovery(NAME, ("block", "leafgroup") if three_level else ("leafgroup",))
+    found = Discovery(request.source, ("block", "leafgroup") if three_level else ("leafgroup",))
     found.problem(_shape(tiers, leaf_blocks, three_level, host_links, groups, selected, aggregation))
     for message in notices:
         found.problem(message)
@@ -162,7 +164,7 @@ def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], 
     for group, count in sorted(groups.merged.items()):
         found.problem(f"leafgroup {group_names[str(group)]} joins {count} different leaf sets that share leaves "
                       "(HCAs on another network, e.g. storage, in the same fabric?); select the compute HCAs "
-                      "with --hca-pattern")
+                      "with --hca-pattern, or leave the storage switches out with --ib-exclude")
     for host, per_group in sorted(groups.split.items()):
         if wanted is not None and host not in wanted:
             continue
