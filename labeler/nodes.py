@@ -38,6 +38,11 @@ class Node:
     taints: tuple[Mapping[str, str], ...] = ()
     ready: bool = True
     unschedulable: bool = False
+    conditions: tuple[tuple[str, str, str, str], ...] = ()  # (type, status, reason, message) but Ready's
+
+    def condition(self, type_: str) -> tuple[str, str, str] | None:
+        """(status, reason, message) of the condition `type_` (not Ready), None when the node has none."""
+        return next(((s, r, m) for t, s, r, m in self.conditions if t == type_), None)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], origin: str = "nodes") -> "Node":
@@ -58,6 +63,7 @@ class NodeReader:
         self.nodes: list[Node] = []
         self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
         self._taint_lists: dict[tuple[int, ...], tuple[Mapping[str, str], ...]] = {}
+        self._condition_lists: dict[tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, str], ...]] = {}
 
     def node(self, obj: Mapping[str, Any]) -> Node:
         meta = mapping(obj.get("metadata"), f"{self.origin}: metadata")
@@ -78,7 +84,10 @@ class NodeReader:
                     text(spec.get("providerID") or "", f"{where}: spec.providerID"),
                     self._shared(status.get("allocatable"), self._strings_of, f"{where}: status.allocatable"),
                     self._taints([self._shared(t, _taint, f"{where}: spec.taints[]") for t in taints]), ready,
-                    bool(spec.get("unschedulable")))
+                    bool(spec.get("unschedulable")),
+                    self._conditions([tuple(text(c.get(k) or "", f"{where}: status.conditions[].{k}")
+                                            for k in ("type", "status", "reason", "message"))
+                                      for c in conditions]))
 
     def add(self, item: Any) -> None:
         """One item of a list: it must be a Node object. A raw JSON item (`read_items(raw=True)`) of the usual
@@ -114,7 +123,8 @@ class NodeReader:
         return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
                     dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
                     spec.providerID, self._shared(status.allocatable, self._strings_of, where),
-                    self._taints([self._shared(t, _taint, where) for t in spec.taints]), ready, spec.unschedulable)
+                    self._taints([self._shared(t, _taint, where) for t in spec.taints]), ready, spec.unschedulable,
+                    self._conditions([(c.type, c.status, c.reason, c.message) for c in status.conditions]))
 
     def done(self) -> list[Node]:
         """The nodes read, refusing a list that names a node twice."""
@@ -140,6 +150,11 @@ class NodeReader:
         """One tuple of each distinct list of (shared) taints: the nodes of a pool carry the same ones. Keyed
         by the taints' identities, which stay unique: every taint in a kept tuple stays alive with it."""
         return self._taint_lists.setdefault(tuple(map(id, taints)), tuple(taints)) if taints else ()
+
+    def _conditions(self, found: list[tuple[str, ...]]) -> tuple[tuple[str, str, str, str], ...]:
+        """The conditions but Ready, one tuple of each distinct list (most nodes report the same few)."""
+        kept = tuple(tuple(map(sys.intern, c)) for c in found if c[0] != "Ready")
+        return self._condition_lists.setdefault(kept, kept) if kept else ()  # type: ignore[arg-type]
 
     def _shared(self, value: Any, copy: Callable[[Any, str], dict[str, Any]], where: str) -> dict[str, Any]:
         """One `copy` of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""
@@ -170,6 +185,8 @@ class _Spec(msgspec.Struct):
 class _Condition(msgspec.Struct):
     type: str = ""
     status: str = ""
+    reason: str = ""
+    message: str = ""
 
 
 class _Status(msgspec.Struct):
