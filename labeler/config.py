@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .documents import read_document
 from .errors import InputError
-from .isolation import DomainRule, Policy
+from .isolation import COUNTERS, DomainRule, Policy
 from .names import camel, snake
 from .placement import DEFAULT_PREFIX
 from .plan import MAX_CHANGE_FRACTION
@@ -152,13 +152,6 @@ class ExportConfig(_Model):
     slurm: SlurmExportConfig = Field(default_factory=SlurmExportConfig)
 
 
-# Port error counters (as /sys/class/infiniband/*/ports/*/counters names them) and the increase within one
-# observation window that makes it a bad one: infiniband-diags' sample thresholds (error_thresholds), except
-# link_downed, where one increase is a flap, and a link that flaps counts.
-COUNTERS = {"symbol_error": 10, "link_error_recovery": 10, "link_downed": 1, "port_rcv_errors": 10,
-            "port_rcv_remote_physical_errors": 100, "port_rcv_switch_relay_errors": 100, "port_xmit_discards": 100,
-            "port_xmit_constraint_errors": 100, "port_rcv_constraint_errors": 100, "local_link_integrity_errors": 10,
-            "excessive_buffer_overrun_errors": 10, "VL15_dropped": 100}
 TAINT_PREFIX = "topolabel.dev/"  # the operator writes only taints under it (docs/health.md, the admission policy)
 
 

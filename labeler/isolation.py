@@ -24,6 +24,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .nodes import Node
 
+# Port error counters (as /sys/class/infiniband/*/ports/*/counters names them) and the increase within one
+# observation window that makes it a bad one: infiniband-diags' sample thresholds (error_thresholds), except
+# link_downed, where one increase is a flap, and a link that flaps counts.
+COUNTERS = {"symbol_error": 10, "link_error_recovery": 10, "link_downed": 1, "port_rcv_errors": 10,
+            "port_rcv_remote_physical_errors": 100, "port_rcv_switch_relay_errors": 100, "port_xmit_discards": 100,
+            "port_xmit_constraint_errors": 100, "port_rcv_constraint_errors": 100, "local_link_integrity_errors": 10,
+            "excessive_buffer_overrun_errors": 10, "VL15_dropped": 100}
 HEALTHY, SUSPECT, ISOLATED, HELD = "healthy", "suspect", "isolated", "held"
 NODE_SCOPE = "node"
 

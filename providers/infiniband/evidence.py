@@ -22,6 +22,7 @@ from .fabric import Fabric
 from .hosts import Hca
 from .health import slow_links, uplink_gaps
 from .place import Request, survey
+from .portrecord import increases
 from .queryerrors import PortErrors
 
 Baseline = dict[str, list[str]]  # host -> the leaves it was seen behind
@@ -90,8 +91,7 @@ def _errors(fabric: Fabric, owner: Mapping[int, Hca], names: Mapping[int, str], 
     for (guid, port), counters in sorted(readings.errors.items()):
         key = f"{guid:016x}/{port}"
         out.counters[key] = dict(counters)
-        old = None if readings.before is None else readings.before.get(key, {})
-        rise = {k: v if old is None or v < old.get(k, 0) else v - old.get(k, 0) for k, v in counters.items()}
+        rise = increases(counters, None if readings.before is None else readings.before.get(key, {}))
         over = {k: v for k, v in sorted(rise.items()) if v >= limits.get(k, 0) > 0}
         if not over:
             continue

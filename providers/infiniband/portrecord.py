@@ -67,15 +67,22 @@ class Record:
 def make_record(ports: Sequence[PortHealth], before: Mapping[str, Mapping[str, int]] | None, window: float,
                 now: float) -> Record:
     """This round's record: increases against `before` (port name -> counters of the last round; None on the
-    first). A counter that went down was cleared or the HCA reset: its new value is the increase."""
+    first round, and a port new since then, has none)."""
     out = []
     for p in ports[:MAX_PORTS]:
         old = (before or {}).get(p.name)
-        rise = {} if old is None else {k: v - old[k] if v >= old.get(k, 0) else v
-                                        for k, v in p.counters.items() if k in old}
-        out.append(PortRecord(p.device, p.port, p.state, p.phys_state, p.rate, {k: v for k, v in rise.items() if v}))
+        out.append(PortRecord(p.device, p.port, p.state, p.phys_state, p.rate,
+                              {} if old is None else increases(p.counters, old)))
     rose = any(p.increase for p in out)
     return Record(window if before is not None else 0.0, tuple(out), float(int(now)) if rose else None)
+
+
+def increases(now: Mapping[str, int], before: Mapping[str, int] | None) -> dict[str, int]:
+    """How much each counter rose since `before`, only those that rose (None: no reading before, so a value
+    counts whole). A counter that went down was cleared, or its HCA reset: its value is the increase."""
+    old = before or {}
+    rises = {k: v - old.get(k, 0) if v >= old.get(k, 0) else v for k, v in now.items()}
+    return {k: v for k, v in rises.items() if v}
 
 
 def encode(record: Record) -> str:
