@@ -5,7 +5,7 @@ the nodes' topology labels, the policy and the history of earlier passes in; a v
 history out. The operator and `topolabel health` call the same `decide`, so they give the same answer.
 
 - A node is **degraded** after `degrade_after` bad observations within `window` seconds, and healthy again
-  only after `recover_after` seconds without one. An observation counts once: a counter window by the time
+  only after `recover_after` seconds without one (then its count starts afresh). An observation counts once: a counter window by the time
   the evidence was taken (`Finding.at`, so a record read on two passes is one observation), a state (a link
   down, a slow port, a leaf without uplinks) by the pass that saw it. A link that flaps adds one each time.
 - A **domain** is quarantined when `nodes` (or a `fraction`) of its nodes at a level are degraded: all its
@@ -31,6 +31,7 @@ COUNTERS = {"symbol_error": 10, "link_error_recovery": 10, "link_downed": 1, "po
             "port_rcv_remote_physical_errors": 100, "port_rcv_switch_relay_errors": 100, "port_xmit_discards": 100,
             "port_xmit_constraint_errors": 100, "port_rcv_constraint_errors": 100, "local_link_integrity_errors": 10,
             "excessive_buffer_overrun_errors": 10, "VL15_dropped": 100}
+CONDITION = "FabricHealthy"  # the node condition the operator writes: False where topolabel isolates the node
 HEALTHY, SUSPECT, ISOLATED, HELD = "healthy", "suspect", "isolated", "held"
 NODE_SCOPE = "node"
 
@@ -107,7 +108,7 @@ class History:
             bad = [float(t) for t in item.get("bad") or []]
             last = item.get("lastBad")
             nodes[str(name)] = NodeHistory(bad, None if last is None else float(last), bool(item.get("isolated")))
-        baselines = data.get("baselines") or {}
+        baselines = data.get("baselines", {})
         if not isinstance(baselines, dict):
             raise TypeError("baselines is not a mapping")
         return cls(nodes, baselines)
@@ -185,8 +186,9 @@ def decide(findings: Iterable[Finding], nodes: Mapping[str, Mapping[str, str]], 
         h = _observe(history.nodes.get(name), mine, policy, now)
         reasons = list(dict.fromkeys(f.message for f in mine))
         count = policy.degrade_after if sustained and mine else len(h.bad)
-        recent = h.last_bad is not None and now - h.last_bad < policy.recover_after
-        if count >= policy.degrade_after or (h.isolated and recent):
+        if h.isolated and not (h.last_bad is not None and now - h.last_bad < policy.recover_after):
+            h.bad, h.isolated, count = [], False, 0  # clean for the whole period: a fresh start
+        if count >= policy.degrade_after or h.isolated:
             degraded[name] = NODE_SCOPE
             if not reasons:
                 reasons = [f"recovering: last bad observation {now - h.last_bad:.0f}s ago, healthy after "

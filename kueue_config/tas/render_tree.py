@@ -5,6 +5,11 @@ The numbers come from the same tree `fit` uses (the flavor's Ready, schedulable,
 domain gets a short name that is unique among its siblings, and keeps its full value and node names.
 A level where every domain holds one node (a `host` level, the hostname) repeats the node list, so the
 default view stops above it.
+
+Nodes with a NoSchedule or NoExecute taint the flavor does not tolerate (fabric health's isolation taint, a
+cordon by taint) are counted and marked; as in Kueue, which checks taints per node when the hostname is the
+lowest level, their capacity is then not free. Nodes whose FabricHealthy condition is False (topolabel, or
+another tool, isolated them) are marked too.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class DomainView:
     name: str = ""
     node_names: list[str] = field(default_factory=list)
     placed: int = 0
+    tainted: int = 0  # nodes with an untolerated NoSchedule/NoExecute taint
+    isolated: int = 0  # nodes whose FabricHealthy condition is False
 
     def __post_init__(self) -> None:
         self.name = self.name or self.value
@@ -41,7 +48,8 @@ class DomainView:
     def to_dict(self) -> dict[str, Any]:
         """The `-o json` form (by hand: `dataclasses.asdict` takes seconds on 10,000 nodes)."""
         return {"level": self.level, "value": self.value, "name": self.name, "nodes": self.nodes, "free": self.free,
-                "total": self.total, "placed": self.placed, "node_names": self.node_names,
+                "total": self.total, "placed": self.placed, "tainted": self.tainted, "isolated": self.isolated,
+                "node_names": self.node_names,
                 "children": [c.to_dict() for c in self.children]}
 
     @property
@@ -94,17 +102,28 @@ def short_names(values: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int]) -> DomainView:
+@dataclass(frozen=True)
+class Marks:
+    """Nodes to mark: with an untolerated NoSchedule/NoExecute taint, and fabric-isolated (condition False)."""
+
+    tainted: frozenset[str] = frozenset()
+    isolated: frozenset[str] = frozenset()
+
+
+def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int], marks: Marks) -> DomainView:
     leaves = list(_leaves(domain))
     level = len(domain.values) - 1
+    blocked = marks.tainted if tree.hostname_lowest else frozenset()  # Kueue's per-node taint check
     view = DomainView(tree.keys[level], domain.values[-1], sum(lf.node_count for lf in leaves),
-                      sum(max(lf.free.get(resource, 0), 0) for lf in leaves),
+                      sum(max(lf.free.get(resource, 0), 0) for lf in leaves if lf.id not in blocked),
                       sum(lf.total.get(resource, 0) for lf in leaves))
     view.node_names = sorted(name for lf in leaves for name in lf.node_names)
     view.placed = sum(placed.get(lf.id, 0) for lf in leaves)
+    view.tainted = sum(1 for n in view.node_names if n in marks.tainted)
+    view.isolated = sum(1 for n in view.node_names if n in marks.isolated)
     children = sorted(domain.children, key=lambda d: d.values)
     names = short_names([c.values[-1] for c in children])
-    view.children = [_view(c, tree, resource, placed) for c in children]
+    view.children = [_view(c, tree, resource, placed, marks) for c in children]
     for child in view.children:
         child.name = names[child.value]
     return view
@@ -119,12 +138,12 @@ def default_depth(tree: TASTree) -> int:
 
 
 def flavor_view(flavor: str, topology: str, tree: TASTree, resource: str, depth: int | None = None,
-                placed: Mapping[str, int] | None = None) -> FlavorView:
+                placed: Mapping[str, int] | None = None, marks: Marks = Marks()) -> FlavorView:
     """The flavor's domains, full depth (the leaves); `depth` says how many levels a picture shows."""
     placed = placed or {}
     roots = sorted(tree.roots, key=lambda d: d.values)
     names = short_names([r.values[-1] for r in roots])
-    views = [_view(r, tree, resource, placed) for r in roots]
+    views = [_view(r, tree, resource, placed, marks) for r in roots]
     for view in views:
         view.name = names[view.value]
     shown = default_depth(tree) if depth is None else max(1, min(depth, len(tree.keys)))
@@ -164,9 +183,18 @@ def _label(view: DomainView, resource: str) -> str:
             f"[{colour}]{view.free}/{view.total} {escape(unit)} free[/]  [dim]{view.nodes} node(s)")
     names = ", ".join(view.node_names) if view.nodes <= 3 else node_span(view.node_names)
     text += f": {escape(names)}[/]"
+    text += marks_text(view, "[red]", "[/]")
     if view.placed:
         text += f"  [bold cyan]<- {view.placed} pod(s) of the job[/]"
     return text
+
+
+def marks_text(view: DomainView, start: str = "", end: str = "") -> str:
+    """`  2 tainted (no TAS capacity), 2 fabric-isolated`, or nothing."""
+    parts = [f"{view.tainted} tainted (no TAS capacity)" if view.tainted else "",
+             f"{view.isolated} fabric-isolated" if view.isolated else ""]
+    text = ", ".join(p for p in parts if p)
+    return f"  {start}{text}{end}" if text else ""
 
 
 def rich_tree(fv: FlavorView) -> Tree:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 from xml.sax.saxutils import escape
 
-from .render_tree import DomainView, FlavorView, node_span, short_level
+from .render_tree import DomainView, FlavorView, marks_text, node_span, short_level
 
 WIDTH = 1280
 MARGIN = 16
@@ -128,6 +128,7 @@ def _cell(x: float, y: float, size: int, unit: _Unit, resource: str) -> Iterator
         hover += f" ({', '.join(v.node_names)})"
     if v.placed:
         hover += f"; the job: {v.placed} pod(s)"
+    hover += marks_text(v).replace("  ", "; ", 1)
     stroke = f' stroke="{JOB}" stroke-width="3"' if v.placed else ' stroke="#ffffff" stroke-width="1"'
     yield (f'<rect x="{x:.1f}" y="{y:.1f}" width="{size}" height="{size}" fill="{_fill(v)}"{stroke}>'
            f"<title>{escape(hover)}</title></rect>")
@@ -159,7 +160,7 @@ def _row(fv: FlavorView, top: DomainView, y: float, layout: _Layout) -> tuple[li
     if top.placed:
         numbers += f" · job: {top.placed} pod(s)"
     hover = (f"{short_level(top.level)} {top.value}: {top.free}/{top.total} {short_level(fv.resource)} free, "
-             f"{top.nodes} node(s): {node_span(top.node_names)}")
+             f"{top.nodes} node(s): {node_span(top.node_names)}{marks_text(top).replace('  ', '; ', 1)}")
     head = [f"<g><title>{escape(hover)}</title>"]
     if layout.label == LABEL_H:
         head += [f'<text x="{MARGIN}" y="{y + 12:.1f}" class="name">{escape(label)}</text>',

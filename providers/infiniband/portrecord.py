@@ -4,12 +4,12 @@ The agent (`topolabel agent --ib-health`) reads its ports from sysfs every round
 Node, the annotation `topolabel.dev/ib-port-health`: each port's state, physical state, rate and the increase
 of its error counters since the round before (`window` seconds), as compact JSON:
 
-    {"v": 1, "window": 300, "at": 1764590400,
+    {"v": 1, "at": 1764590400, "window": 300,
      "ports": [["mlx5_0", 1, 4, 5, 400, {}], ["mlx5_3", 1, 4, 5, 400, {"link_downed": 2}]]}
 
-`at` (when the window ended, seconds since the epoch) is there only when a counter rose: a record whose ports
-did not change is the same text round after round, so the agent writes nothing, and a window with errors is
-a new observation each time it is published (the operator counts each `at` once). Bounded: at most
+`at` (when the window ended, seconds since the epoch) and `window` are there only when a counter rose: a
+record whose ports did not change is the same text round after round, so the agent writes nothing, and a
+window with errors is a new observation each time it is published (the operator counts each `at` once). Bounded: at most
 `MAX_PORTS` ports and `MAX_CHARS` characters, which the agent's admission policy enforces too.
 """
 
@@ -55,7 +55,7 @@ class PortRecord:
 
 @dataclass(frozen=True)
 class Record:
-    window: float  # seconds the increases cover; 0 on an agent's first round (no baseline yet)
+    window: float  # seconds the increases cover (0 when nothing rose)
     ports: tuple[PortRecord, ...]
     at: float | None = None  # when the window ended; only when some counter rose
 
@@ -74,7 +74,7 @@ def make_record(ports: Sequence[PortHealth], before: Mapping[str, Mapping[str, i
         out.append(PortRecord(p.device, p.port, p.state, p.phys_state, p.rate,
                               {} if old is None else increases(p.counters, old)))
     rose = any(p.increase for p in out)
-    return Record(window if before is not None else 0.0, tuple(out), float(int(now)) if rose else None)
+    return Record(window if rose else 0.0, tuple(out), float(int(now)) if rose else None)
 
 
 def increases(now: Mapping[str, int], before: Mapping[str, int] | None) -> dict[str, int]:
@@ -86,9 +86,9 @@ def increases(now: Mapping[str, int], before: Mapping[str, int] | None) -> dict[
 
 
 def encode(record: Record) -> str:
-    doc: dict[str, Any] = {"v": VERSION, "window": int(record.window)}
+    doc: dict[str, Any] = {"v": VERSION}
     if record.at is not None:
-        doc["at"] = int(record.at)
+        doc.update(at=int(record.at), window=int(record.window))
     doc["ports"] = [[p.device, p.port, p.state, p.phys_state, _number(p.rate), dict(sorted(p.increase.items()))]
                     for p in record.ports]
     return json.dumps(doc, separators=(",", ":"))
@@ -117,7 +117,10 @@ def decode(text: str, origin: str) -> Record:
         at = doc.get("at")
         if at is not None and not isinstance(at, (int, float)):
             raise ValueError("at is not a number")
-        return Record(float(doc["window"]), tuple(ports), None if at is None else float(at))
+        window = doc.get("window", 0)
+        if not isinstance(window, (int, float)):
+            raise ValueError("window is not a number")
+        return Record(float(window), tuple(ports), None if at is None else float(at))
     except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:
         raise SourceError(f"{origin}: not a port record: {str(exc)[:200]}") from None
 

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 
 from labeler.config import Config, TaintConfig
 from labeler.errors import TopolabelError
-from labeler.isolation import HELD, HEALTHY, ISOLATED, SUSPECT, History, NodeHistory, Verdict
+from labeler.isolation import CONDITION, HELD, HEALTHY, ISOLATED, SUSPECT, History, NodeHistory, Verdict
 from labeler.kube import api_error
 from labeler.nodes import Node
 from providers.infiniband import DEFAULT_NAMESPACE
@@ -35,7 +35,6 @@ from .status import MAX_MESSAGE, now_iso
 
 log = logging.getLogger(__name__)
 
-CONDITION = "FabricHealthy"
 MANAGED_TAINTS = "topolabel.dev/managed-taints"  # key:effect of each taint topolabel added, comma-separated
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
