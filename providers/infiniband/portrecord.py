@@ -7,7 +7,7 @@ of its error counters since the round before (`window` seconds), as compact JSON
     {"v": 1, "at": 1764590400, "window": 300,
      "ports": [["mlx5_0", 1, 4, 5, 400, {}], ["mlx5_3", 1, 4, 5, 400, {"link_downed": 2}]]}
 
-`at` (when the window ended, seconds since the epoch) and `window` are there only when a counter rose: a
+`at` (when the window ended, seconds since the epoch, to the millisecond) and `window` are there only when a counter rose: a
 record whose ports did not change is the same text round after round, so the agent writes nothing, and a
 window with errors is a new observation each time it is published (the operator counts each `at` once). Bounded: at most
 `MAX_PORTS` ports and `MAX_CHARS` characters, which the agent's admission policy enforces too.
@@ -74,7 +74,7 @@ def make_record(ports: Sequence[PortHealth], before: Mapping[str, Mapping[str, i
         out.append(PortRecord(p.device, p.port, p.state, p.phys_state, p.rate,
                               {} if old is None else increases(p.counters, old)))
     rose = any(p.increase for p in out)
-    return Record(window if rose else 0.0, tuple(out), float(int(now)) if rose else None)
+    return Record(window if rose else 0.0, tuple(out), round(now, 3) if rose else None)
 
 
 def increases(now: Mapping[str, int], before: Mapping[str, int] | None) -> dict[str, int]:
@@ -88,7 +88,7 @@ def increases(now: Mapping[str, int], before: Mapping[str, int] | None) -> dict[
 def encode(record: Record) -> str:
     doc: dict[str, Any] = {"v": VERSION}
     if record.at is not None:
-        doc.update(at=int(record.at), window=int(record.window))
+        doc.update(at=_number(record.at), window=int(record.window))
     doc["ports"] = [[p.device, p.port, p.state, p.phys_state, _number(p.rate), dict(sorted(p.increase.items()))]
                     for p in record.ports]
     return json.dumps(doc, separators=(",", ":"))
