@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from hack import chart_schema
+from hack import chart_files, chart_schema
 from hack.image import CACHE, project_version
 from labeler.config import Config
 from providers.infiniband import DEFAULT_NAMESPACE, InfinibandOptions
@@ -105,9 +105,19 @@ def test_lint_checks_config_against_the_model(helm: Any) -> None:
     assert "/config/plan/maxChangeFraction" in result.stdout and "'queue' not allowed" in result.stdout
 
 
+def test_the_chart_carries_the_manifests_it_shares_as_copies() -> None:
+    """crds/ and files/ hold copies of manifests/ (links make Helm print an INFO line for each)."""
+    for copy, manifest in chart_files.COPIES.items():
+        assert not (CHART / copy).is_symlink(), copy
+        assert (CHART / copy).read_bytes() == (ROOT / manifest).read_bytes(), \
+            f"{copy} differs from {manifest}: run python3 -m hack.chart_files"
+    shared = {p.relative_to(CHART).as_posix() for folder in ("crds", "files") for p in (CHART / folder).iterdir()}
+    assert shared == set(chart_files.COPIES)
+
+
 @pytest.mark.slow
 def test_the_packaged_chart_renders_the_same(helm: Any, tmp_path: Path) -> None:
-    """files/ and crds/ link to manifests/; `helm package` must carry their contents."""
+    """`helm package` carries crds/ and files/."""
     helm("package", str(CHART), "--destination", str(tmp_path))
     package = tmp_path / f"topolabel-{yaml.safe_load((CHART / 'Chart.yaml').read_text())['version']}.tgz"
     args = ["--include-crds", *values("agent-values.yaml")]

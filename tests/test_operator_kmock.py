@@ -297,6 +297,39 @@ def test_a_plan_that_rewrites_too_many_nodes_is_refused(tmp_path: Path) -> None:
             assert all(placed(labels, truth[n]) for n, labels in cluster.node_labels().items())
 
 
+def test_an_invalid_spec_stays_reported_until_it_is_fixed(tmp_path: Path) -> None:
+    """Passes after a refused spec go on with the last valid config and say so; they never make the refused
+    spec look applied (ConfigValid stays false, Ready carries its reason) until a valid one comes."""
+    items, truth = gke_cluster(1, 2, 2)
+    with MockCluster() as cluster:
+        cluster.create_nodes(items)
+        cluster.call("POST", LABELER, labeler({"source": {"type": "labels", "preset": "gke"}}))
+        with InThread(options(cluster, tmp_path, resync=1.0)) as op:
+            op.wait_passes(1)
+            mark = len(cluster.seen())
+            cluster.call("PATCH", f"{LABELER}/default", {"spec": {"source": {"preset": "gpc"}}})
+            wait_until(lambda: op.conditions.get("ConfigValid") == ("False", "ConfigInvalid"), 10, "ConfigInvalid")
+            op.wait_passes(op.passes() + 2)  # two full passes with the old settings
+            status = cluster.get(f"{LABELER}/default")["status"]
+            conditions = {c["type"]: c for c in status["conditions"]}
+            assert conditions["ConfigValid"]["status"] == "False"
+            assert "gpc" in conditions["ConfigValid"]["message"]
+            assert "still working with the last valid config" in conditions["ConfigValid"]["message"]
+            assert conditions["SourceAvailable"]["status"] == "True"  # the old settings still discover
+            ready = conditions["Ready"]
+            assert (ready["status"], ready["reason"]) == ("False", "ConfigInvalid")
+            assert ready["message"].startswith("ConfigValid: ") and "gpc" in ready["message"]
+            assert events(cluster, mark).count(("Warning", "ConfigInvalid")) == 1
+            assert all(placed(labels, truth[n]) for n, labels in cluster.node_labels().items())
+
+            cluster.call("PATCH", f"{LABELER}/default", {"spec": {"source": {"preset": "gke"}}})
+            wait_until(lambda: op.conditions.get("ConfigValid") == ("True", "Valid"), 10, "the config valid again")
+            op.wait_passes(op.passes() + 1)
+            ready = next(c for c in cluster.get(f"{LABELER}/default")["status"]["conditions"] if c["type"] == "Ready")
+            assert (ready["status"], ready["reason"]) == ("True", "InSync")
+            assert ("Normal", "Valid") in events(cluster, mark)
+
+
 def test_a_topology_level_change_makes_new_objects_and_keeps_what_workloads_use(tmp_path: Path) -> None:
     items, truth = gke_cluster(2, 1, 2)
     spec = {"source": {"type": "labels", "preset": "gke"}, "pools": {"label": "cloud.google.com/gke-accelerator"},

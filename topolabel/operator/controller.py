@@ -66,7 +66,7 @@ class Controller:
         self.health = health
         self.cache: dict[str, Node] = {}  # every node: a full pass's list, kept current by node events
         self.asked: dict[str, Node] = {}  # every node as the source last saw it (in a full pass or on joining)
-        self.reporter = Reporter(kube, metrics, opts.name, opts.namespace)
+        self.reporter = Reporter(kube, metrics, opts.name)
         self.conditions = Conditions()
         self.topology = Topology()
         self.labeller = Labeller()
@@ -76,6 +76,7 @@ class Controller:
         self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
         self.configured = False
         self.settings: Settings | None = None
+        self.generation: int | None = None  # of the spec `settings` came from (None: the file and flags)
         self.dirty: set[str] = set()
         self.gone: set[str] = set()
         self.wake = asyncio.Event()
@@ -112,16 +113,36 @@ class Controller:
             self.request_full()
 
     def reconfigure(self) -> None:
-        """New settings from the spec (or file) and flags; a bad config keeps the previous settings."""
+        """New settings from the spec (or file) and flags. A bad config keeps the previous settings, and
+        `ConfigValid` stays false, saying so, until a config is good again."""
         self.configured = True
+        generation = _generation(self.reporter.resource) if self.spec is not None else None
         try:
             self.settings = resolve(self.opts, self.spec)
-            self.reporter.source = self.settings.source.name
         except TopolabelError as exc:
             self.metrics.errors.labels(kind="config").inc()
-            cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
-            if cond:
-                self.unannounced.append(cond)  # posted by the next pass (handlers must not block)
+            self.announce("ConfigValid", False, "ConfigInvalid", f"{exc}; {self.kept()}")
+            return
+        self.generation = generation
+        self.reporter.source = self.settings.source.name
+        self.announce("ConfigValid", True, "Valid", f"{self.settings.origin}"
+                      + (f", generation {generation}" if generation is not None else "")
+                      + f": source {self.settings.source.name}")
+
+    def kept(self) -> str:
+        """What the operator goes on with while the config is invalid."""
+        if self.settings is None:
+            return "nothing is labelled until it is fixed"
+        since = f" (generation {self.generation})" if self.generation is not None else ""
+        return (f"still working with the last valid config, from {self.settings.origin}{since}, "
+                f"source {self.settings.source.name}")
+
+    def announce(self, type_: str, ok: bool, reason: str, message: str) -> None:
+        """Set a condition from a handler; the Event it makes is posted by the next pass (handlers must not
+        block)."""
+        cond = self.conditions.set(type_, ok, reason, message)
+        if cond:
+            self.unannounced.append(cond)
 
     def request_full(self, soon: bool = False) -> None:
         """Ask for a full pass now, or (soon) no earlier than FULL_GAP after the last one."""
@@ -444,7 +465,7 @@ class Controller:
         status = status_body(self.conditions, counts, snapshot, problems,
                              self.settings.source.name if self.settings else None, self.kueue.count,
                              self.health_report.status())
-        await asyncio.to_thread(self.reporter.publish, status)
+        await asyncio.to_thread(self.reporter.publish, status, self.generation)
 
 
 def _sample(names: set[str]) -> str:
@@ -455,3 +476,7 @@ def _sample(names: set[str]) -> str:
 
 def _uid(body: Mapping[str, Any] | None) -> str | None:
     return ((body or {}).get("metadata") or {}).get("uid")
+
+
+def _generation(body: Mapping[str, Any] | None) -> int | None:
+    return ((body or {}).get("metadata") or {}).get("generation")
