@@ -15,12 +15,14 @@ from labeler.config import Config, parse_config
 from labeler.errors import InputError, TopologyError
 from labeler.model import Discovery, Problem
 from labeler.nodes import MANAGED_ANNOTATION, Node
+from labeler.names import camel
 from labeler.plan import NodeChange, Plan
 from providers import inventory, labels
 from providers.base import Options, Source
-from providers.registry import get_source
+from providers.registry import get_source, option_models
 from tests.conftest import ROOT
 from topolabel.cli import parser
+from topolabel.operator.backoff import Backoff
 from topolabel.operator.kueue import Usage, covers, needs_usage, plan_changes
 from topolabel.operator.labelling import PENDING_SECONDS, Labeller
 from topolabel.operator.leader import LEASE_NAME
@@ -303,7 +305,8 @@ def test_the_crd_spec_schema_has_every_config_key() -> None:
     crd = next(d for d in documents() if d["kind"] == "CustomResourceDefinition")
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     model = Config.model_json_schema(by_alias=True)
-    assert schema_keys(spec) == model_keys(model, model["$defs"])
+    options = {camel(key): {} for declared in option_models().values() for key in declared.model_fields}
+    assert schema_keys(spec) == {**model_keys(model, model["$defs"]), "source": {"type": {}, **options}}
     example = yaml.safe_load((ROOT / "examples" / "topologylabeler.yaml").read_text())
     parse_config(example["spec"], "examples/topologylabeler.yaml")
 
@@ -316,6 +319,7 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
              for v in ("list", "create", "patch", "delete")}
     assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")),
                       ("", "nodes/status", "patch"),  # fabric health's FabricHealthy condition
+                      ("", "namespaces", "get"),
                       *(("topolabel.dev", "topologylabelers", v) for v in ("get", "list", "watch")),
                       ("topolabel.dev", "topologylabelers/status", "patch"), *kueue,
                       ("kueue.x-k8s.io", "workloads", "list")}
@@ -371,3 +375,14 @@ def test_the_deployment_is_two_hardened_replicas_with_leader_election_and_probes
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     assert sorted(kustomization["resources"]) == sorted(f.name for f in MANIFESTS.glob("*.yaml")
                                                         if f.name != "kustomization.yaml")
+
+
+# --- retries ---
+
+def test_backoff_doubles_from_one_second_to_five_minutes_with_jitter_and_resets() -> None:
+    still = Backoff(rng=lambda: 0.0)
+    assert [still.next() for _ in range(11)] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
+    stretched = Backoff(rng=lambda: 1.0)
+    assert [round(stretched.next(), 6) for _ in range(4)] == [1.1, 2.2, 4.4, 8.8]
+    still.reset()
+    assert still.next() == 1

@@ -407,6 +407,39 @@ def test_api_faults_are_retried_and_a_dropped_watch_resumes(tmp_path: Path) -> N
             wait_until(lambda: placed(cluster.node_labels()[name], truth[name]), 10, "the label put back")
 
 
+def test_failed_writes_are_retried_with_backoff_long_before_the_resync(tmp_path: Path) -> None:
+    """The Kueue objects refused (403, which no call retries) four times and a node's patch three times: retry
+    passes about 1, 2, 4 and 8 s apart heal both, where the resync (300 s) would have waited minutes."""
+    items, truth = gke_cluster(1, 2, 2)
+    config = tmp_path / "topolabel.yaml"
+    config.write_text(yaml.safe_dump({"source": {"type": "labels", "preset": "gke"},
+                                      "kueue": {"clusterQueue": "gpu"}}))
+    name = sorted(truth)[0]
+    forbidden = {"kind": "Status", "code": 403, "reason": "Forbidden"}
+    with MockCluster() as cluster:
+        cluster.create_nodes(items)
+
+        def inject(h: Any) -> None:
+            h["list", kmock.resource("kueue.x-k8s.io/v1beta2/clusterqueues")][:4] << 403 << forbidden
+            h[f"patch /api/v1/nodes/{name}"][:3] << 403 << forbidden
+
+        cluster.in_loop(inject)
+        with InThread(options(cluster, tmp_path, config_path=str(config))) as op:
+            wait_until(lambda: op.conditions.get("KueueInSync") == ("False", "ReadFailed"), 20, "ReadFailed")
+            failed_at = time.monotonic()
+            wait_until(lambda: op.conditions.get("KueueInSync") == ("True", "Applied"), 40, "the Kueue objects")
+            healed = time.monotonic() - failed_at
+            wait_until(lambda: placed(cluster.node_labels()[name], truth[name]), 10, "the refused node labelled")
+            assert op.passes("full") == 1  # healed by retry passes, not by a resync
+            assert op.passes("retry") == 4
+            assert op.sample("topolabel_api_calls_total", verb="list", resource="clusterqueues", code="403") == 4
+            assert 1 + 2 + 4 + 8 - 1 <= healed < 60, healed  # the delays doubled, and it healed long before 300 s
+            assert cluster_queue(cluster) is not None
+            op.wait_passes(1, "retry")
+            time.sleep(3)
+            assert op.passes("retry") == 4  # nothing failing: no more retries
+
+
 def test_killed_and_restarted_mid_run_converges_without_writing_a_node_twice(tmp_path: Path) -> None:
     items, truth = gke_cluster(2, 2, 10)  # 40 nodes (kmock answers slower the more requests it has seen)
     config = tmp_path / "topolabel.yaml"

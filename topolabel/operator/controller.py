@@ -10,6 +10,10 @@ sources' last discovery may already know them) and writes only the nodes the eve
 
 With `health.enabled`, every full pass also judges fabric health (`health.HealthKeeper`): one observation per
 pass, written as the nodes' FabricHealthy condition and, where configured, a taint.
+
+A failed write (a node's labels, a Kueue object, the status) is retried by a retry pass with backoff
+(`backoff.Backoff`: 1 s doubling to 5 min). A LocalQueue whose namespace does not exist yet is written within
+NAMESPACE_POLL seconds of the namespace appearing: until then a retry pass only asks whether it exists.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from typing import Any, Mapping
 
 from kubernetes.client.exceptions import ApiException
@@ -36,6 +41,7 @@ from labeler.verify import label_drift, stale
 from ..pipeline import run_source
 from ..progress import logged
 from .health import HealthKeeper, HealthReport
+from .backoff import Backoff
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -52,6 +58,7 @@ LOGGED_NODES = 20  # per pass and outcome; the status and Events count them all
 JOINED, CHANGED = "Joined", "Changed"
 WORDS = {JOINED: "joining", CHANGED: "changed"}
 FULL_GAP = 5.0  # least time between a finished full pass and one asked for early
+NAMESPACE_POLL = 2.0  # how often to ask whether a namespace a LocalQueue waits for exists (one GET each)
 
 
 class SourceTimeout(SourceError):
@@ -86,6 +93,9 @@ class Controller:
         self.running: asyncio.Future[Discovery] | None = None
         self.join_problems: dict[str, Problem] = {}
         self.unannounced: list[Condition] = []
+        self.backoff = Backoff()
+        self.retry_at = math.inf  # loop time of the next retry pass (inf: nothing to retry)
+        self.kueue_failed = False  # the last Kueue sync left objects unwritten (worth retrying)
 
     # --- called from kopf handlers (on the loop, never blocking) ---
 
@@ -163,11 +173,12 @@ class Controller:
         self.full_done = loop.time()
 
     async def run(self) -> None:
-        """The loop, after `prepare`: node passes on events, full passes on the interval or on request."""
+        """The loop, after `prepare`: node passes on events, full passes on the interval or on request, retry
+        passes when a write failed."""
         loop = asyncio.get_running_loop()
         while True:
             self.health.beat()
-            delay = self.full_at - loop.time()
+            delay = min(self.full_at, self.retry_at) - loop.time()
             if delay > 0 and not self.dirty:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), min(delay, HEARTBEAT))
@@ -179,6 +190,25 @@ class Controller:
             elif self.dirty:
                 await asyncio.sleep(self.opts.debounce)  # let a burst of joins arrive together
                 await self.guarded("nodes", self.node_pass)
+            elif loop.time() >= self.retry_at:
+                self.retry_at = math.inf
+                await self.guarded("retry", self.retry_pass)
+            self.schedule_retry()
+
+    def failing_writes(self) -> bool:
+        """Whether a write the last passes made failed and is worth retrying."""
+        return bool(self.labeller.failed) or self.kueue_failed or self.reporter.failed
+
+    def schedule_retry(self) -> None:
+        """After a pass: a retry with backoff while writes fail (one already due stays due), none once they
+        succeed."""
+        if not self.failing_writes():
+            self.backoff.reset()
+            self.retry_at = math.inf
+        elif self.retry_at == math.inf:
+            delay = self.backoff.next()
+            self.retry_at = asyncio.get_running_loop().time() + delay
+            log.info("retrying failed writes in %.1fs", delay, extra={"reason": "RetryScheduled"})
 
     async def startup(self) -> None:
         """Read the TopologyLabeler once (its events may come after the first pass)."""
@@ -254,6 +284,33 @@ class Controller:
             if arrived or ask or gone:
                 await self.sync_kueue(settings, nodes, verify=False)
         await self.report(nodes)
+
+    async def retry_pass(self) -> None:
+        """Write again what failed: the failed nodes' labels, the Kueue objects (read from the server), the
+        status; nothing is discovered. When all that failed are LocalQueues whose namespaces do not exist, it
+        only asks whether one appeared, and asks again NAMESPACE_POLL seconds later."""
+        if await self.still_waiting_for_namespaces():
+            self.retry_at = asyncio.get_running_loop().time() + NAMESPACE_POLL
+            return
+        nodes = self.nodes()
+        settings, snapshot = self.settings, self.topology.snapshot
+        if settings is not None and snapshot is not None:
+            failed = [nodes[name] for name in sorted(self.labeller.failed) if name in nodes]
+            if failed:
+                await self.write(self.labeller.plan_for(snapshot, failed, len(nodes)), settings.cfg)
+            if self.kueue_failed:
+                await self.sync_kueue(settings, nodes, verify=True)
+        await self.report(nodes)
+
+    async def still_waiting_for_namespaces(self) -> bool:
+        """Whether the only failed writes are LocalQueues whose namespaces are all still missing."""
+        waiting = self.kueue.missing_namespaces
+        if not waiting or self.labeller.failed or self.reporter.failed:
+            return False
+        for namespace in sorted(waiting):
+            if await asyncio.to_thread(self.kube.get, f"/api/v1/namespaces/{namespace}") is not None:
+                return False
+        return True
 
     def to_ask(self, touched: list[Node]) -> list[tuple[Node, str]]:
         """Unplaced nodes worth asking the source about, and why: joined since the source last saw every node,
@@ -385,12 +442,14 @@ class Controller:
         except TopolabelError as exc:
             self.metrics.errors.labels(kind="kueue").inc()
             self.kueue.forget()
+            self.kueue_failed = False  # the config must change first: nothing to retry
             await self.transition("KueueInSync", False, "GenerateFailed", str(exc))
             return
         try:
             result = await asyncio.to_thread(self.kueue.sync, generated, verify)
         except ApiException as exc:
             self.metrics.errors.labels(kind="kueue").inc()
+            self.kueue_failed = True
             missing = exc.status == 404
             await self.transition("KueueInSync", False, "KueueMissing" if missing else "ReadFailed",
                                   f"the Kueue CRDs ({KUEUE_API_VERSION}) are not served" if missing
@@ -401,6 +460,7 @@ class Controller:
         if result.writes:
             await asyncio.to_thread(self.reporter.event, "Normal", "KueueUpdated", "; ".join(result.writes))
         failures = result.errors + result.changes.conflicts
+        self.kueue_failed = bool(failures)
         if failures:
             self.metrics.errors.labels(kind="kueue").inc(len(result.errors))
             await self.transition("KueueInSync", False, "ApplyFailed" if result.errors else "Conflict",

@@ -118,6 +118,7 @@ class Reporter:
         self.resource: Mapping[str, Any] | None = None  # the TopologyLabeler, when it exists
         self.source: str | None = None  # the configured source, a field of every logged Event
         self.written: dict[str, Any] | None = None
+        self.failed = False  # the last status write failed
         self.instance = socket.gethostname()
 
     def reference(self) -> dict[str, str]:
@@ -158,6 +159,8 @@ class Reporter:
             self.kube.merge_patch(resource_path(self.name, "status"), {"status": {**status, "lastSync": now_iso()}})
         except ApiException as exc:
             self.metrics.errors.labels(kind="status").inc()
+            self.failed = True
             log.warning("could not write the status of %s %s: %s", KIND, self.name, api_error(exc))
             return
+        self.failed = False
         self.written = status
