@@ -15,6 +15,8 @@ from .gcpause import paused_gc
 from .jsonlist import RawItem, decode, raw_items
 
 
+# The kubelet's own conditions: Ready is `Node.ready`; the others Kubernetes acts on by itself (taints).
+KUBELET_CONDITIONS = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
 MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
 
@@ -38,10 +40,10 @@ class Node:
     taints: tuple[Mapping[str, str], ...] = ()
     ready: bool = True
     unschedulable: bool = False
-    conditions: tuple[tuple[str, str, str, str], ...] = ()  # (type, status, reason, message) but Ready's
+    conditions: tuple[tuple[str, str, str, str], ...] = ()  # (type, status, reason, message), not the kubelet's
 
     def condition(self, type_: str) -> tuple[str, str, str] | None:
-        """(status, reason, message) of the condition `type_` (not Ready), None when the node has none."""
+        """(status, reason, message) of the condition `type_` (not one of the kubelet's), None when it has none."""
         return next(((s, r, m) for t, s, r, m in self.conditions if t == type_), None)
 
     @classmethod
@@ -116,15 +118,22 @@ class NodeReader:
         meta, spec, status = obj.metadata, obj.spec, obj.status
         if obj.kind != "Node" or not meta.name:
             return None
-        ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions) \
-            if status.conditions else True
+        ready, others = True, ()
+        if status.conditions:  # one walk for both (a comprehension and a call per node: 0.2 CPU s at 100,000)
+            ready, found = False, []
+            for c in status.conditions:
+                if c.type == "Ready":
+                    ready = ready or c.status == "True"
+                elif c.type not in KUBELET_CONDITIONS:
+                    found.append((c.type, c.status, c.reason, c.message))
+            others = self._conditions(found) if found else ()
         # `_strings_of`'s copy inlined: at 100,000 nodes its 200,000 calls cost 0.06 CPU s (6% of reading)
         where, intern, labels, annotations = self.origin, sys.intern, meta.labels, meta.annotations
         return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
                     dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
                     spec.providerID, self._shared(status.allocatable, self._strings_of, where),
                     self._taints([self._shared(t, _taint, where) for t in spec.taints]), ready, spec.unschedulable,
-                    self._conditions([(c.type, c.status, c.reason, c.message) for c in status.conditions]))
+                    others)
 
     def done(self) -> list[Node]:
         """The nodes read, refusing a list that names a node twice."""
@@ -152,8 +161,8 @@ class NodeReader:
         return self._taint_lists.setdefault(tuple(map(id, taints)), tuple(taints)) if taints else ()
 
     def _conditions(self, found: list[tuple[str, ...]]) -> tuple[tuple[str, str, str, str], ...]:
-        """The conditions but Ready, one tuple of each distinct list (most nodes report the same few)."""
-        kept = tuple(tuple(map(sys.intern, c)) for c in found if c[0] != "Ready")
+        """Other tools' conditions (not the kubelet's), one tuple of each distinct list."""
+        kept = tuple(tuple(map(sys.intern, c)) for c in found if c[0] not in KUBELET_CONDITIONS)
         return self._condition_lists.setdefault(kept, kept) if kept else ()  # type: ignore[arg-type]
 
     def _shared(self, value: Any, copy: Callable[[Any, str], dict[str, Any]], where: str) -> dict[str, Any]:
