@@ -111,8 +111,9 @@ def _belongs(key: str, sources: list[str]) -> dict[str, str]:
         raise ValueError(f"source option {key!r} is not a plain CEL identifier")
     field = f"__{key}__" if key in CEL_RESERVED else key
     types = ", ".join(f"'{name}'" for name in sources)
-    return {"rule": f"!has(self.{field}) || self.type in [{types}]",
-            "message": f"{key} is an option of the {' and '.join(sources)} source{'s' if len(sources) > 1 else ''}"}
+    owners = f"the {' and '.join(sources)} source{'s' if len(sources) > 1 else ''}"
+    return {"rule": f"!has(self.{field}) || self.type in [{types}]", "message": f"{key} is an option of {owners}",
+            "messageExpression": f"'{key} is an option of {owners}, not of ' + self.type"}
 
 
 def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
@@ -123,8 +124,10 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
         nullable = len(kinds) < len(options)
         if len(kinds) == 1:
             out = _structural({**{k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}, **kinds[0]}, defs)
-        else:
-            out = _described(node, {"x-kubernetes-preserve-unknown-fields": True})
+        else:  # kept as written; typed when every option has the same type, so CEL rules can name it
+            types = {o.get("type") for o in kinds}
+            out = _described(node, {"x-kubernetes-preserve-unknown-fields": True,
+                                    **({"type": types.pop()} if len(types) == 1 and None not in types else {})})
         return {**out, "nullable": True} if nullable else out
     out = _described(node, {})
     for key in ("type", "enum", "pattern", "maxLength", "minLength", "minimum", "maximum", "minItems", "maxItems",

@@ -178,16 +178,22 @@ def test_json_logs_carry_node_source_and_reason_and_the_start_calls_no_node_join
             assert all(placed(cluster.node_labels()[n], truth[n]) for n in truth)
             assert sample(port, "topolabel_discovery_duration_seconds_count", source="labels", scope="join") == 0
             cluster.create_nodes([node_object(new, dict(zip(GKE_KEYS, ("b0", "s0", "h99"))), H100, "us-central1-b")])
-            wait_until(lambda: new in log.read_text(), 30, "the joining node in the log")
+            wait_until(lambda: f"labelled node {new}" in log.read_text(), 30, "the joining node labelled in the log")
             assert sample(port, "topolabel_discovery_duration_seconds_count", source="labels", scope="join") == 1
         finally:
             stop(proc)
     records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
-    assert [(r["source"], r["reason"], r["message"]) for r in records if r.get("node") == new] == [
-        ("labels", "Joined", f"placed joining node {new}")]
-    assert not [r for r in records if old in r["message"] or r.get("node") == old]
+    assert [(r.get("source"), r["reason"], r["message"].split(":")[0]) for r in records if r.get("node") == new] == [
+        ("labels", "Joined", f"placed joining node {new}"), (None, "NodeLabelled", f"labelled node {new}")]
+    # the node unplaceable from the start is said once, as unplaced, never as joining
+    assert [(r["reason"], r["level"]) for r in records if r.get("node") == old] == [("Unplaced", "WARNING")]
+    assert not [r for r in records if old in r["message"] and r.get("node") != old]
+    labelled = {r["node"] for r in records if r.get("reason") == "NodeLabelled"}
+    assert labelled == {*truth, new}  # every node written, one record each
     assert any(r.get("reason") == "Labelled" and r.get("source") == "labels" for r in records)  # an Event
+    started = [r for r in records if r.get("reason") == "Started"]
+    assert len(started) == 1 and re.match(r"topolabel \S+: config from flags, source labels", started[0]["message"])
 
 
 def test_joining_nodes_are_labelled_within_seconds_and_leaving_ones_leave_the_quota(tmp_path: Path) -> None:
@@ -293,6 +299,9 @@ def test_a_plan_that_rewrites_too_many_nodes_is_refused(tmp_path: Path) -> None:
             cluster.call("PATCH", f"{LABELER}/default", {"spec": {"plan": {"maxChangeFraction": 0.25}}})
             wait_until(lambda: op.conditions.get("LabelsInSync") == ("False", "PlanRefused"), 10, "PlanRefused")
             assert ("Warning", "PlanRefused") in events(cluster, mark)
+            message = op.operator.controller.conditions.items["LabelsInSync"].message
+            assert "raise spec.plan.maxChangeFraction of TopologyLabeler default" in message
+            assert "`topolabel apply --force`" in message and "rerun with --force" not in message
             assert node_patches(cluster, mark) == []
             assert all(placed(labels, truth[n]) for n, labels in cluster.node_labels().items())
 

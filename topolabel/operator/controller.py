@@ -34,14 +34,15 @@ from labeler.kube import api_error
 from labeler.model import Discovery, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION
 from labeler.nodes import Node
-from labeler.plan import Plan, check_share
+from labeler.plan import NodeChange, Plan, check_share
 from labeler.progress import Progress, quiet
 from labeler.verify import label_drift, stale
 
+from .. import version
 from ..pipeline import run_source
 from ..progress import logged
-from .health import HealthKeeper, HealthReport
 from .backoff import Backoff
+from .health import HealthKeeper, HealthReport
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -96,6 +97,7 @@ class Controller:
         self.backoff = Backoff()
         self.retry_at = math.inf  # loop time of the next retry pass (inf: nothing to retry)
         self.kueue_failed = False  # the last Kueue sync left objects unwritten (worth retrying)
+        self.unplaced: dict[str, str] = {}  # nodes logged as left unplaced, with why (logged again when it changes)
 
     # --- called from kopf handlers (on the loop, never blocking) ---
 
@@ -168,6 +170,11 @@ class Controller:
         (which then show nodes already labelled)."""
         loop = asyncio.get_running_loop()
         await self.startup()
+        settings = self.settings
+        log.info("topolabel %s: config from %s, source %s; resync every %.0fs", version.current(),
+                 settings.origin if settings else "nowhere valid (see the ConfigValid condition)",
+                 settings.source.name if settings else "none", self.opts.resync,
+                 extra={"reason": "Started", "source": settings.source.name if settings else None})
         self.full_at = loop.time() + self.opts.resync
         await self.guarded("full", self.full_pass)
         self.full_done = loop.time()
@@ -356,7 +363,7 @@ class Controller:
             return None
         plan = self.labeller.full_plan(snapshot, nodes.values())
         try:
-            check_share(plan, settings.cfg.plan.max_change_fraction)
+            check_share(plan, settings.cfg.plan.max_change_fraction, remedy=self.plan_remedy(settings))
         except PlanRefused as exc:
             self.metrics.errors.labels(kind="plan").inc()
             self.refused = str(exc)
@@ -369,6 +376,13 @@ class Controller:
                               f"{settings.source.name}: {len(snapshot.nodes)} node(s) placed in {len(snapshot.levels)} "
                               "level(s)")
         return plan
+
+    def plan_remedy(self, settings: Settings) -> str:
+        """What the operator's user can do about a refused plan: the setting, where it is, and the one-off."""
+        where = (f"spec.plan.maxChangeFraction of TopologyLabeler {self.opts.name}" if self.spec is not None
+                 else f"plan.maxChangeFraction in {settings.origin}")
+        return (f"check the source; to accept the change, raise {where}, or write it once with "
+                "`topolabel apply --force` (same source and config)")
 
     async def report_drift(self, snapshot: Snapshot, nodes: dict[str, Node]) -> None:
         """Labels a fresh discovery disagrees with (as `topolabel verify` reports them): a metric and an Event."""
@@ -424,6 +438,11 @@ class Controller:
         result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
                                          cfg.apply.retries, True, progress)
         self.labeller.record(plan, result)
+        written = set(result.written)
+        for change in plan.changes:
+            if change.node in written:
+                log.info("labelled node %s: %s", change.node, _described(change),
+                         extra={"node": change.node, "reason": "NodeLabelled"})
         if result.written:
             await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",
                                     f"wrote topology labels on {len(result.written)} node(s)")
@@ -497,6 +516,20 @@ class Controller:
         for notice in report.notices[:LOGGED_NODES]:
             log.warning("%s", notice, extra={"reason": "FabricEvidence"})
 
+    def log_unplaced(self, snapshot: Snapshot | None, nodes: Mapping[str, Node]) -> None:
+        """One WARNING per node the topology leaves unplaced, with the source's reason; again only when the
+        reason changes, so resyncs do not repeat it."""
+        if snapshot is None:
+            return
+        why = {p.node: p.message for p in [*snapshot.problems, *self.join_problems.values()] if p.node}
+        unplaced = {name: why.get(name, "the source did not place it") for name in nodes if name not in snapshot.nodes}
+        source = self.settings.source.name if self.settings else None
+        for name, message in sorted(unplaced.items()):
+            if self.unplaced.get(name) != message:
+                log.warning("node %s left unplaced: %s", name, message,
+                            extra={"node": name, "source": source, "reason": "Unplaced"})
+        self.unplaced = unplaced
+
     async def transition(self, type_: str, ok: bool, reason: str, message: str) -> None:
         cond = self.conditions.set(type_, ok, reason, message)
         if cond is not None:
@@ -518,6 +551,7 @@ class Controller:
         problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(), *self.labeller.conflicts,
                     *(Problem("labels", f"write failed: {error}", node) for node, error in failed),
                     *self.kueue.problems]
+        self.log_unplaced(snapshot, nodes)
         announce, self.unannounced = self.unannounced, []
         for cond in announce:
             await asyncio.to_thread(self.reporter.transition, cond)
@@ -532,6 +566,11 @@ def _sample(names: set[str]) -> str:
     ordered = sorted(names)
     return ", ".join(ordered[:LOGGED_NODES]) + (f" and {len(ordered) - LOGGED_NODES} more"
                                                  if len(ordered) > LOGGED_NODES else "")
+
+
+def _described(change: NodeChange) -> str:
+    """A node's label change as `+key=value -key`."""
+    return " ".join([*(f"+{k}={v}" for k, v in sorted(change.set.items())), *(f"-{k}" for k in change.remove)])
 
 
 def _uid(body: Mapping[str, Any] | None) -> str | None:
