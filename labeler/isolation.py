@@ -82,9 +82,10 @@ class NodeHistory:
     bad: list[float] = field(default_factory=list)
     last_bad: float | None = None
     isolated: bool = False
+    seen: list[str] = field(default_factory=list)  # what the last bad observation said
 
     def to_dict(self) -> dict[str, Any]:
-        return {"bad": self.bad, "lastBad": self.last_bad, "isolated": self.isolated}
+        return {"bad": self.bad, "lastBad": self.last_bad, "isolated": self.isolated, "seen": self.seen}
 
 
 @dataclass
@@ -107,7 +108,9 @@ class History:
         for name, item in dict(data.get("nodes") or {}).items():
             bad = [float(t) for t in item.get("bad") or []]
             last = item.get("lastBad")
-            nodes[str(name)] = NodeHistory(bad, None if last is None else float(last), bool(item.get("isolated")))
+            seen = [str(s)[:500] for s in item.get("seen") or []]
+            nodes[str(name)] = NodeHistory(bad, None if last is None else float(last), bool(item.get("isolated")),
+                                           seen)
         baselines = data.get("baselines", {})
         if not isinstance(baselines, dict):
             raise TypeError("baselines is not a mapping")
@@ -190,9 +193,10 @@ def decide(findings: Iterable[Finding], nodes: Mapping[str, Mapping[str, str]], 
             h.bad, h.isolated, count = [], False, 0  # clean for the whole period: a fresh start
         if count >= policy.degrade_after or h.isolated:
             degraded[name] = NODE_SCOPE
-            if not reasons:
-                reasons = [f"recovering: last bad observation {now - h.last_bad:.0f}s ago, healthy after "
-                           f"{policy.recover_after:.0f}s without one"] if h.last_bad is not None else []
+            if not reasons and h.last_bad is not None:
+                before = f" ({'; '.join(h.seen)})" if h.seen else ""
+                reasons = [f"recovering: last bad observation {now - h.last_bad:.0f}s ago{before}, healthy after "
+                           f"{policy.recover_after:.0f}s without one"]
         state = SUSPECT if (mine or h.bad) and name not in degraded else HEALTHY
         if state == SUSPECT and mine:
             reasons.append(f"{count} of {policy.degrade_after} bad observations within {policy.window:.0f}s")
@@ -226,8 +230,10 @@ def decide(findings: Iterable[Finding], nodes: Mapping[str, Mapping[str, str]], 
 
 def _observe(old: NodeHistory | None, mine: Sequence[Finding], policy: Policy, now: float) -> NodeHistory:
     """The node's history with this pass's findings added and observations older than the window dropped."""
-    h = NodeHistory(list(old.bad), old.last_bad, old.isolated) if old else NodeHistory()
+    h = NodeHistory(list(old.bad), old.last_bad, old.isolated, list(old.seen)) if old else NodeHistory()
     times = {now if f.at is None else f.at for f in mine}
+    if mine:
+        h.seen = list(dict.fromkeys(f.message for f in mine))
     h.bad = sorted(t for t in set(h.bad) | times if t >= now - policy.window)
     if times:
         h.last_bad = max([*times, *([h.last_bad] if h.last_bad is not None else [])])

@@ -59,7 +59,8 @@ def test_healthy_again_only_after_the_clean_period() -> None:
     nodes, policy = cluster(), Policy(degrade_after=1, window=600, recover_after=300)
     d = run([[bad("n-0-0-0")], [], [], [], [], [], []], nodes, policy, step=60)
     assert [x.verdicts["n-0-0-0"].state for x in d] == [ISOLATED] * 5 + [HEALTHY] * 2
-    assert d[2].verdicts["n-0-0-0"].reasons[0].startswith("recovering: last bad observation 120s ago")
+    assert d[2].verdicts["n-0-0-0"].reasons == ["recovering: last bad observation 120s ago (n-0-0-0: link_downed +1), "
+                                                "healthy after 300s without one"]
 
 
 def test_a_leaf_takes_its_nodes_along_and_says_so() -> None:

@@ -38,8 +38,9 @@ class Evidence:
     nodes: list[Node]
     fabric: Fabric | None = None
     fabric_origin: str = "ibnetdiscover"
-    errors: PortErrors | None = None
+    errors: PortErrors | None = None  # port error counters: as read (a file), or
     errors_at: float | None = None
+    errors_rose: bool = False  # ... already how much they rose (the collector publishes that)
     records: dict[str, Record] = field(default_factory=dict)
     hca_pattern: str | None = None
 
@@ -77,15 +78,15 @@ def assess(cfg: Config, evidence: Evidence, history: History, now: float, sustai
         add_annotations(guids, evidence.nodes)
         request = Request(evidence.nodes, guids, re.compile(evidence.hca_pattern) if evidence.hca_pattern else None,
                           evidence.fabric_origin)
-        readings = None if evidence.errors is None else Readings(evidence.errors, baselines.get(FABRIC_COUNTERS),
-                                                                 evidence.errors_at)
+        readings = None if evidence.errors is None else Readings(
+            evidence.errors, None if evidence.errors_rose else baselines.get(FABRIC_COUNTERS), evidence.errors_at)
         seen = fabric_evidence(evidence.fabric, request, h.uplink_loss, h.counters, baselines.get(FABRIC_HOSTS),
                                readings)
         findings += seen.findings
         notices += seen.notices
         baselines[FABRIC_HOSTS] = {**{k: v for k, v in (baselines.get(FABRIC_HOSTS) or {}).items()
                                       if k in {n.name for n in evidence.nodes}}, **seen.hosts}
-        if readings is not None:
+        if readings is not None and not evidence.errors_rose:
             baselines[FABRIC_COUNTERS] = seen.counters
     labels = {n.name: n.labels for n in evidence.nodes}
     decision, after = decide(findings, labels, cfg.health_policy(), History(history.nodes, baselines), now,

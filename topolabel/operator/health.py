@@ -169,7 +169,7 @@ class HealthKeeper:
             report.notices.append(f"fabric health: no fabric evidence this pass: {exc}")
             return
         if errors is not None:
-            evidence.errors, evidence.errors_at = errors
+            evidence.errors, evidence.errors_at, evidence.errors_rose = *errors, True
         evidence.hca_pattern = options.get("hca_pattern") if from_source else None
 
     def write_condition(self, node: Node, wanted: tuple[str, str, str], report: HealthReport) -> None:
