@@ -44,7 +44,7 @@ from .names import camel, snake
 from .placement import DEFAULT_PREFIX
 from .plan import MAX_CHANGE_FRACTION
 from .queues import Amounts, ClusterQueueConfig, CohortConfig, LocalQueueConfig, ObjectName, kueue_issues
-from .validation import Issue, Loc, did_you_mean, issues, model_issues, one_line
+from .validation import Issue, Loc, did_you_mean, file_order, issues, model_issues, one_line
 
 
 class _Model(BaseModel):
@@ -294,8 +294,7 @@ def config_issues(data: Any, sources: OptionModels | None = None) -> tuple[Confi
     if cfg is not None:
         found += cfg.kueue.issues(cfg.pools.resources, ("kueue",))
         found += cfg.health.issues(("health",))
-    order = [f.alias or name for name, f in Config.model_fields.items()]
-    found.sort(key=lambda i: order.index(i.loc[0]) if i.loc and i.loc[0] in order else len(order))
+    found.sort(key=lambda i: file_order(data, i.loc))
     return (None if found else cfg), found
 
 
@@ -320,7 +319,7 @@ def options_issues(model: type[BaseModel], options: Mapping[str, Any], prefix: L
             if i.message.startswith("unknown key") else i for i in found]
 
 
-def validation_details(exc: ValidationError, model: type[BaseModel], top: str = "(options)") -> str:
-    """Pydantic's errors on one line, each at its path (`top` when the whole input is wrong)."""
+def validation_details(exc: ValidationError, model: type[BaseModel]) -> str:
+    """Pydantic's errors on one line, each at its path (a problem of the whole input: its message alone)."""
     found = issues(exc, model.model_json_schema(by_alias=True))
-    return "; ".join(str(i) if i.loc else f"{top}: {i.message}" for i in found)
+    return "; ".join(str(i) if i.loc else i.message for i in found)

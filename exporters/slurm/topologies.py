@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-import yaml
-
+from labeler.documents import dump_yaml
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
 
@@ -109,4 +108,4 @@ def flat_entry(name: str, default: bool) -> dict[str, Any]:
 
 
 def topology_yaml(entries: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, width=1 << 20)
+    return dump_yaml(entries, width=1 << 20)

@@ -45,15 +45,18 @@ class LabelsOptions:
     names: list[str] | None = None
 
     def check(self) -> None:
-        if bool(self.preset) == bool(self.keys):
-            raise ValueError(f"give either a preset ({KNOWN}) or keys, not both")
+        if not self.preset and not self.keys:
+            raise ValueError(f"give a preset ({KNOWN}) or keys (label keys, coarsest first)")
+        if self.preset and self.keys:
+            raise ValueError("give a preset or keys, not both")
         if self.names is not None and (not self.keys or len(self.names) != len(self.keys)):
             raise ValueError("names must list one level name per key")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("labels source")
-    group.add_argument("--preset", help=f"label set a cloud or tool already writes: {KNOWN}")
+    group.add_argument("--preset", choices=sorted([*PRESETS, TOPOGRAPH]), metavar="PRESET",
+                       help=f"label set a cloud or tool already writes: {KNOWN}")
     group.add_argument("--keys", type=lambda s: [k for k in s.split(",") if k],
                        help="comma-separated label keys, coarsest first (instead of --preset)")
 

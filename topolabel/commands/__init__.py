@@ -19,4 +19,5 @@ COMMANDS = {
     "export": "the topology for Slurm (topology.conf/.yaml), Volcano or KAI",
     "config": "print the config's JSON Schema, or check config files",
     "completion": "print a shell completion script (bash, zsh, fish)",
+    "help": "a command's help, or `help sources`: the sources and label presets",
 }

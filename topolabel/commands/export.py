@@ -61,7 +61,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     generator = f"export {exporter.name}"
     directory = read_dir(Path(args.output_dir), generator)
-    gone = directory.write(render(result.objects, generator, prefix=f"{exporter.name}-", progress=terminal()))
-    removed = f", {len(gone)} superseded removed" if gone else ""
-    print(f"{directory.path}: {len(result.objects)} object(s) written{removed}", file=sys.stderr)
+    changes = directory.write(render(result.objects, generator, prefix=f"{exporter.name}-", progress=terminal()))
+    print(f"{directory.path}: {len(result.objects)} object(s), {changes.summary()}", file=sys.stderr)
     return 0

@@ -13,7 +13,8 @@ from labeler.files import read_text, write_atomic
 from labeler.isolation import HEALTHY, History
 
 from ..fabrichealth import Assessment, Evidence, assess, records_from_sysfs
-from ..output import console, emit, name_column, table
+from ..output import emit, for_people, headline, say, shown, title, view_of
+from ..tables import Column, View, render
 from . import COMMANDS
 from .common import cluster_nodes, config_of
 
@@ -67,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     found = assess(cfg, evidence, history, now, sustained=not args.state)
     if args.state:
         write_atomic(args.state, json.dumps(found.history.to_dict(), indent=1) + "\n")
-    if args.output == "table":
-        _table(found)
+    if for_people(args):
+        _table(found, view_of(args))
     else:
         emit(found.to_dict(), args.output)
     return 1 if found.decision.isolated or found.decision.names("held") else 0
@@ -94,27 +95,21 @@ def _read_state(path: str) -> History:
         raise InputError(f"{path}: not a topolabel health state: {str(exc)[:200]}") from None
 
 
-def _table(found: Assessment, limit: int = 100) -> None:
-    con = console()
+def _table(found: Assessment, view: View) -> None:
     d = found.decision
     states: dict[str, int] = {}
     for v in d.verdicts.values():
         states[v.state] = states.get(v.state, 0) + 1
-    con.print(f"{len(d.verdicts)} node(s): " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
+    lines = title(f"{len(d.verdicts)} node(s): " + ", ".join(f"{n} {s}" for s, n in sorted(states.items())), view)
     for q in d.quarantined:
-        con.print(f"domain {q.level}={q.value} quarantined: {q.degraded} of {q.size} nodes degraded")
+        lines += headline(f"domain {q.level}={q.value} quarantined: {q.degraded} of {q.size} nodes degraded", view)
     if d.refused:
-        con.print(d.refused)
-    shown = [v for _, v in sorted(d.verdicts.items()) if v.state != HEALTHY]
-    if shown:
-        grid = table()
-        name_column(grid, "node", (v.node for v in shown[:limit]))
-        for col in ("state", "scope", "reasons"):
-            grid.add_column(col, overflow="fold")
-        for v in shown[:limit]:
-            grid.add_row(v.node, v.state, v.scope, "; ".join(v.reasons))
-        con.print(grid)
-        if len(shown) > limit:
-            con.print(f"... and {len(shown) - limit} more (use -o json for all)")
+        lines += headline(d.refused, view)
+    rows, more = shown([v for _, v in sorted(d.verdicts.items()) if v.state != HEALTHY], view)
+    if rows:
+        lines += [*render([Column("NODE", "name"), Column("STATE"), Column("SCOPE", "name"),
+                           Column("REASONS", "prose")], [(v.node, v.state, v.scope, "; ".join(v.reasons))
+                                                         for v in rows], view), *more]
     for notice in found.notices[:20]:
-        con.print(f"notice: {notice}")
+        lines += headline(f"notice: {notice}", view)
+    say(lines)
