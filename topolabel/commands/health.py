@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from pathlib import Path
 
@@ -37,7 +38,8 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     parser.add_argument("--ibqueryerrors", metavar="FILE", help="`ibqueryerrors` output: the ports' error counters")
     parser.add_argument("--sysfs", action="append", default=[], metavar="NODE=DIR",
                         help="a node's sysfs tree (its /sys), for its HCA ports; repeat per node")
-    parser.add_argument("--hca-pattern", metavar="REGEX", help="count only HCAs whose device name matches")
+    parser.add_argument("--hca-pattern", metavar="REGEX", type=pattern,
+                        help="count only HCAs whose device name matches")
     parser.add_argument("--state", metavar="FILE", help="read and write the history between runs (JSON)")
     parser.set_defaults(run=run)
 
@@ -73,6 +75,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         emit(found.to_dict(), args.output)
     return 1 if found.decision.isolated or found.decision.names("held") else 0
+
+
+def pattern(text: str) -> str:
+    """A regular expression (an argparse type)."""
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {exc}") from None
+    return text
 
 
 def _pair(item: str) -> tuple[str, str]:
