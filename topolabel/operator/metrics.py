@@ -43,7 +43,7 @@ class Metrics:
         self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made, by Kubernetes verb (get, "
                                  "list, create, patch, apply, delete), resource and HTTP status code",
                                  ["verb", "resource", "code"], registry=reg)
-        self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status)",
+        self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status, health)",
                               ["kind"], registry=reg)
         self.node_writes = Counter("topolabel_node_writes_total", "Node label patches that succeeded", registry=reg)
         self.kueue_writes = Counter("topolabel_kueue_writes_total", "Kueue object writes", ["kind", "verb"],
