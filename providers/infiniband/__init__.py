@@ -80,11 +80,11 @@ def _published_fabric(opts: options.InfinibandOptions, ctx: SourceContext,
     if ctx.cluster is None:
         raise SourceError("infiniband: --ib-fabric reads the fabric published in the cluster; give --kubeconfig")
     assert opts.ib_fabric is not None
-    nodes, cables, origin, notices = read_fabric_from(ctx.cluster(), opts.ib_namespace, opts.ib_fabric,
-                                                      opts.ib_max_age)
+    found = read_fabric_from(ctx.cluster(), opts.ib_namespace, opts.ib_fabric, opts.ib_max_age)
+    nodes = found.nodes
     if names:
         nodes = {guid: {**data, "desc": names[guid]} if guid in names else data for guid, data in nodes.items()}
-    return fabric_graph(nodes, cables), origin, [f"{origin}: {n}" for n in notices]
+    return fabric_graph(nodes, found.cables), found.origin, [f"{found.origin}: {n}" for n in found.notices]
 
 
 def _read_text(path: str) -> str:
