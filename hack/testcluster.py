@@ -505,6 +505,26 @@ def kubectl(state: State, root: Path, *args: str, input: str | None = None) -> s
                input=input)
 
 
+def wait_established(state: State, root: Path, crds: list[str], timeout: float = 60.0) -> None:
+    """Until every CRD of `crds` is Established. Not `kubectl wait --for=condition=Established`: a CRD just
+    created has `status.conditions: null` until the API server's controller writes them, and kubectl wait
+    fails on that null instead of waiting (seen on the loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = json.loads(kubectl(state, root, "get", "-o", "json", *(f"crd/{c}" for c in crds)))
+        waiting = [o["metadata"]["name"] for o in found.get("items", [found]) if not established(o)]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"CRD(s) not Established after {timeout:.0f}s: {', '.join(waiting)}")
+        time.sleep(0.5)
+
+
+def established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
 def released_manifests(state: State, root: Path, kustomization: Path) -> list[dict[str, Any]]:
     """A release's manifests (a kustomization in its module directory, rendered by kubectl's kustomize), as JSON."""
     rendered = run([state.kubectl, "kustomize", str(kustomization)], "kubectl kustomize")
@@ -604,7 +624,7 @@ def install_release(state: State, root: Path, manifests: list[dict[str, Any]],
             input=json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted}))
     crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
     if crds:
-        kubectl(state, root, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds))
+        wait_established(state, root, crds)
 
 
 def release_account(manifests: list[dict[str, Any]]) -> tuple[str, str]:

@@ -117,8 +117,11 @@ class KubeCluster:
             return
         files = sorted(kueue_crds().glob("*.yaml"))
         self.kubectl("apply", "--server-side", "--field-manager=tests", *(a for f in files for a in ("-f", str(f))))
-        names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in files]
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+        self.wait_established(*(yaml.safe_load(f.read_text())["metadata"]["name"] for f in files))
+
+    def wait_established(self, *crds: str) -> None:
+        """Until the CRDs just applied are Established (hack/testcluster.py says why not `kubectl wait`)."""
+        testcluster.wait_established(self.state, self.dir, list(crds))
 
     def apply_kueue_dir(self, directory: Path, dry_run: bool = False) -> tuple[list[dict[str, Any]], str]:
         """Apply what `topolabel kueue --output-dir` wrote, through its kustomization and server-side as field

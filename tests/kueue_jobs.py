@@ -143,7 +143,7 @@ def operator_args(cluster: KubeCluster, directory: Path) -> list[str]:
     topolabel-operator (no other rights), OPERATOR_CONFIG as its config file; its arguments after `run`."""
     cluster.kubectl("create", "namespace", TRAIN, check=False)
     cluster.kubectl("apply", "-f", str(MANIFESTS / "crd.yaml"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/topologylabelers.topolabel.dev")
+    cluster.wait_established("topologylabelers.topolabel.dev")
     cluster.bind_operator(MANIFESTS)
     config = directory / "topolabel.yaml"
     config.write_text(yaml.safe_dump(OPERATOR_CONFIG))

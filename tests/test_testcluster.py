@@ -88,6 +88,16 @@ def test_kueue_webhooks_and_conversion_are_pointed_at_127_0_0_1() -> None:
     assert testcluster.rewrite_for_local_webhooks(plain, 9443, "Q0E=") == plain
 
 
+def test_a_crd_whose_conditions_are_still_null_is_waited_for() -> None:
+    """A CRD the moment it is created (`kubectl wait --for=condition=Established` failed on this null); the
+    waiting itself runs wherever a test applies a CRD (test_chart.py: two at once, a List; kueue_jobs.py: one)."""
+    fresh = {"metadata": {"name": "x.example.com"}, "status": {"conditions": None, "storedVersions": ["v1"]}}
+    assert not testcluster.established(fresh)
+    assert not testcluster.established({"metadata": {"name": "x.example.com"}})
+    assert testcluster.established({**fresh, "status": {"conditions": [
+        {"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "True"}]}})
+
+
 def test_missing_binaries_skip_outside_ci_and_fail_in_ci(monkeypatch) -> None:
     monkeypatch.setattr(testcluster, "find_binaries", lambda: None)
     monkeypatch.delenv("CI", raising=False)
