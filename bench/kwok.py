@@ -54,6 +54,7 @@ REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 RUN_FOR = "test-cluster.topolabel.dev/run-for"
 KUEUE_PLURALS = ("topologies", "resourceflavors", "clusterqueues", "localqueues")
 PROBES = 5  # Nodes created one by one, timed to Ready, before the others
+RUNNING_POLL = 2.0  # seconds between lists of the Jobs' pods
 SETTLE = 60.0  # seconds without a new decision, Kueue having no active pending Workload, before giving up
 
 
@@ -114,6 +115,16 @@ def pods_by_job(api: client.ApiClient) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def all_running(api: client.ApiClient, want: dict[str, int]) -> bool:
+    """Whether every Job of `want` has its count of pods Running: one list of the namespace's pods (thousands:
+    seconds of the API server's time on a loaded machine), then a pause, so polling does not flood it."""
+    by_job = pods_by_job(api)
+    if all(sum(p["status"].get("phase") == "Running" for p in by_job.get(name, [])) == n for name, n in want.items()):
+        return True
+    time.sleep(RUNNING_POLL)
+    return False
+
+
 def new_node_ready(cluster: KubeCluster, count: int = PROBES) -> list[float]:
     """Seconds from each of `count` Nodes' creation (one after another, on the idle cluster, as a kubelet
     registers one: labels, no status) until it is Ready and rid of the not-ready taint, as kube-scheduler and
@@ -155,8 +166,7 @@ def scheduling(cluster: KubeCluster, jobs: list[dict[str, Any]]) -> dict[str, ob
     latencies = sorted(t for t, _ in seen.values())
     admitted = {w["metadata"]["ownerReferences"][0]["name"]: w for w in workloads(api, TRAIN) if is_admitted(w)}
     want = {name: sum(p.count for p in admission(w).values()) for name, w in admitted.items()}
-    poll(lambda: all(sum(p["status"].get("phase") == "Running" for p in pods_by_job(api).get(name, [])) == n
-                     for name, n in want.items()), 1800, "every admitted Job's pods Running")
+    poll(lambda: all_running(api, want), 1800, "every admitted Job's pods Running")
     running_at = time.perf_counter() - submitted
     labels, by_job = cluster.node_labels(), pods_by_job(api)
     level = {j["metadata"]["name"]: j["spec"]["template"]["metadata"]["annotations"][REQUIRED] for j in jobs}

@@ -25,12 +25,14 @@ from kubernetes import client
 
 from hack.synth import gke_cluster
 from topolabel.cli import main
+from topolabel.operator.kueue import covers
 from tests.conftest import EXAMPLES
 from tests.kubecluster import KubeCluster, kueue_cluster, kueue_kube  # noqa: F401
 from tests.kueue_jobs import (BLOCK, HOSTNAME, POOL, REQUIRED, TRAIN, annotated_job, fit, job_pods,
                               operator_objects, remove_job, remove_operator_objects, start_operator, submit,
                               wait_parked)
-from tests.kueue_workloads import QUEUE_LABEL, admission, event_messages, is_admitted, pending_message, workload_of
+from tests.kueue_workloads import (GROUP, QUEUE_LABEL, VERSION, admission, event_messages, is_admitted,
+                                   pending_message, workload_of)
 from tests.operatorrun import stop, wait_until
 from tests.tas_cluster import pod
 from tests.tas_replay import create_pods
@@ -234,3 +236,22 @@ def test_the_operator_sets_up_kueue_and_kueue_admits_a_job_where_fit_said(
             remove_job(cluster, TRAIN, name)
         cluster.kubectl("delete", "pods", "-n", RUNNING, "--all", "--grace-period=0", "--force")
         remove_operator_objects(cluster, made)
+
+
+def test_kueue_stores_a_created_quota_in_canonical_form_which_the_operator_reads_as_unchanged(
+        kueue_kube: KubeCluster) -> None:  # noqa: F811
+    """500 nodes of 8 GPUs: the operator writes nominalQuota 4000 and Kueue stores 4k, so comparing strings
+    the operator saw a change at its second full pass (bench.kwok's 5,000 KWOK nodes) and applied the
+    ClusterQueue again, with a KueueUpdated Event."""
+    cluster = kueue_kube
+    generated = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": "quota-form"},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                          "flavors": [{"name": "quota-form", "resources": [
+                              {"name": "nvidia.com/gpu", "nominalQuota": "4000"}]}]}]}}
+    try:
+        stored = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(generated)).stdout)
+        (flavor,) = stored["spec"]["resourceGroups"][0]["flavors"]
+        assert flavor["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": "4k"}]
+        assert covers(stored["spec"], generated["spec"])
+    finally:
+        cluster.kubectl("delete", "clusterqueue", "quota-form", "--ignore-not-found")
