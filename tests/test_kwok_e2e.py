@@ -37,6 +37,7 @@ import pytest
 import yaml
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import ProtocolError
 
 from hack import testcluster
 from hack.synth import H100, gke_cluster
@@ -115,6 +116,7 @@ class WorkloadHistory:
         self.versions: list[dict[str, Any]] = []
         self.error: Exception | None = None
         self._watch = watch.Watch()
+        self._stopped = threading.Event()
         self._args = (client.CustomObjectsApi(api).list_namespaced_custom_object, GROUP, VERSION, namespace,
                       "workloads")
         self._selector = f"metadata.name={name}"
@@ -122,13 +124,19 @@ class WorkloadHistory:
 
     def _run(self) -> None:
         func, *args = self._args
-        try:
-            # the server ends the watch after 600 s; the client waits that long between events (no read timeout)
-            for event in self._watch.stream(func, *args, field_selector=self._selector, timeout_seconds=600,
-                                            _request_timeout=(10, 630)):
-                self.versions.append(event["object"])
-        except Exception as exc:  # noqa: BLE001 - the test reads it (after stop(), the closed stream may raise)
-            self.error = exc
+        since = None  # the last resourceVersion seen: a dropped connection resumes from there, as informers do
+        while not self._stopped.is_set():
+            try:
+                # the server ends the watch after 600 s; the client waits that long between events
+                for event in self._watch.stream(func, *args, field_selector=self._selector, resource_version=since,
+                                                timeout_seconds=600, _request_timeout=(10, 630)):
+                    self.versions.append(event["object"])
+                    since = event["object"]["metadata"]["resourceVersion"]
+            except ProtocolError:
+                continue  # "Response ended prematurely": the connection dropped (seen at load 6 to 9)
+            except Exception as exc:  # noqa: BLE001 - the test reads it (after stop(), the closed stream may raise)
+                self.error = exc
+                return
 
     def __enter__(self) -> "WorkloadHistory":
         self._thread.start()
@@ -137,6 +145,7 @@ class WorkloadHistory:
         return self
 
     def __exit__(self, kind: Any, *exc: Any) -> None:
+        self._stopped.set()
         self._watch.stop()
         assert kind is not None or self.error is None, f"the Workload watch failed: {self.error!r}"
 
