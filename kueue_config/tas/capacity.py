@@ -20,8 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from labeler.documents import mapping
 from labeler.errors import InputError, TopologyError
 from labeler.nodes import Node, list_items
+from labeler.quantities import stored
 
-from ..quantities import stored
 from .workloads import check_metadata, check_pod_spec
 
 PODS = "pods"
