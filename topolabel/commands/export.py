@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from exporters.base import Exporter
 from exporters.registry import all_exporters
@@ -47,10 +48,11 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
+    exporter: Exporter[Any] = args.exporter
+    options = exporter.read_options(cfg, vars(args))
     nodes = cluster_nodes(args, required=False)  # only when named: for the exporter and the source alike
     snap = snapshot_of(args, cfg, nodes or None)
-    exporter: Exporter = args.exporter
-    result = exporter.export(snap, cfg, vars(args), nodes)
+    result = exporter.export(snap, cfg, options, nodes)
     if result.problems:
         problems_table(result.problems, sys.stderr)
     if not exporter.objects:
