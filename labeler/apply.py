@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 
@@ -13,7 +13,7 @@ from .kube import CallStats, api_error, call_with_retries
 from .plan import NodeChange, Plan
 from .progress import Progress, quiet
 
-Patcher = Callable[[str, dict], None]
+Patcher = Callable[[str, dict[str, Any]], None]
 
 
 @dataclass
@@ -26,7 +26,7 @@ class ApplyResult:
     unreachable: list[str] = field(default_factory=list)
     retries: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"written": len(self.written), "failed": dict(sorted(self.failed.items())), "retries": self.retries}
 
 

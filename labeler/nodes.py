@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -120,8 +121,7 @@ class NodeReader:
         """The nodes read, refusing a list that names a node twice."""
         names = {n.name for n in self.nodes}
         if len(names) != len(self.nodes):
-            seen: set[str] = set()
-            dupes = sorted({n.name for n in self.nodes if n.name in seen or seen.add(n.name)})
+            dupes = sorted(name for name, count in Counter(n.name for n in self.nodes).items() if count > 1)
             raise InputError(f"{self.origin}: node(s) listed twice: {', '.join(dupes[:5])}")
         return self.nodes
 
@@ -199,7 +199,8 @@ def list_items(data: Any, kind: str, origin: str) -> Iterable[Any]:
     if isinstance(data, Mapping) and data.get("kind") == kind:
         return [data]
     if isinstance(data, Mapping) and isinstance(data.get("items"), list):
-        return data["items"]
+        items: list[Any] = data["items"]
+        return items
     if isinstance(data, list):
         return data
     raise InputError(f"{origin}: expected a {kind}List (kubectl get {kind.lower()}s -o yaml) or a list of {kind}s")

@@ -74,8 +74,8 @@ def discover(ctx: SourceContext) -> Discovery:
     used = [(level.name, key) for level in preset.levels
             if (key := _carried(level, ctx.nodes, preset.placeholders))]
     if not used:
-        keys = ", ".join(k for level in preset.levels for k in level.keys) or "(none)"
-        raise SourceError(f"labels: no node carries any of the keys {keys}")
+        listed = ", ".join(k for level in preset.levels for k in level.keys) or "(none)"
+        raise SourceError(f"labels: no node carries any of the keys {listed}")
     discovery = Discovery(NAME, tuple(name for name, _ in used))
     keys = [key for _, key in used]
     for node in ctx.nodes:
