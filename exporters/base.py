@@ -39,20 +39,25 @@ OptionsT = TypeVar("OptionsT", bound=Options)
 
 @dataclass
 class Export:
-    """An exporter's result: a text file (Slurm) or Kubernetes objects (Volcano, KAI), and problems met."""
+    """An exporter's result: a text file (Slurm) or Kubernetes objects (Volcano, KAI, NFD, Slinky), and problems
+    met; `annotations` are node annotations the export wants written (node -> key -> value; Slinky's dynamic
+    topology), which the command writes only when asked to."""
 
     text: str = ""
     objects: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Exporter(Generic[OptionsT]):
     """One output format. `objects`: it produces Kubernetes objects, which may also go to a directory.
 
-    `options` is the model of its options (`NoOptions` for none); `add_arguments` adds its flags, named (dest) as `options`' fields and None when not given, so the config's
-    value or the model's default stands; `export` gets the snapshot, the config, the options, and the cluster's
-    nodes when the command was given them (`--nodes`, `--kubeconfig`), else none.
+    `options` is the model of its options (`NoOptions` for none); `add_arguments` adds its flags, named (dest)
+    as `options`' fields and None when not given, so the config's value or the model's default stands; `export`
+    gets the snapshot, the config, the options, and the cluster's nodes when the command was given them
+    (`--nodes`, `--kubeconfig`), else none. `annotates`: its result may hold node annotations (the command then
+    offers `--annotate-nodes`).
     """
 
     name: str
@@ -61,6 +66,7 @@ class Exporter(Generic[OptionsT]):
     add_arguments: Callable[[argparse.ArgumentParser], None]
     export: Callable[[Snapshot, Config, OptionsT, Sequence[Node]], Export]
     options: type[OptionsT]
+    annotates: bool = False
 
     def read_options(self, cfg: Config, flags: Mapping[str, Any]) -> OptionsT:
         """The config's `export.<name>` section overridden by the flags given; a bad value is one line."""

@@ -171,7 +171,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return out
 
 
-OUTPUT_COMMANDS = {"discover", "plan", "apply", "verify", "fit", "show", "kueue", "job check"}
+OUTPUT_COMMANDS = {"discover", "plan", "apply", "verify", "fit", "show", "kueue", "job check", "health"}
 
 
 def test_only_commands_that_print_a_result_take_o() -> None:
@@ -192,7 +192,7 @@ def test_o_json_and_yaml_are_machine_output_wherever_o_is_taken(tmp_path: Path, 
     runs = {"discover": ["discover", "--config", cfg, "--nodes", nodes], "plan": ["plan", *common],
             "verify": ["verify", "--config", cfg, "--nodes", nodes, "--against", str(snap)],
             "fit": ["fit", job, *common], "show": ["show", *common], "kueue": ["kueue", *common],
-            "job check": ["job", "check", job, "--snapshot", str(snap)]}
+            "job check": ["job", "check", job, "--snapshot", str(snap)], "health": ["health", "--nodes", nodes]}
     assert set(runs) == OUTPUT_COMMANDS - {"apply"}  # apply writes to a cluster: tests/test_apply_apiserver.py
     for name, args in runs.items():
         code, as_json, err = run_main(capsys, *args, "-o", "json")
@@ -331,8 +331,8 @@ def test_errors_carry_the_prefix_and_suggest_what_was_meant(tmp_path: Path) -> N
                         "topolabel discover: error: argument --preset: invalid choice: 'gkee'; did you mean 'gke'? "
                         "(see topolabel discover --help)"),
                        (["discover", "--source", "labels", "--nodes", str(EXAMPLES / "nodes.yaml")],
-                        "topolabel discover: error: --source labels: give a preset (coreweave, eks, gke, nvlink, oci, "
-                        "topograph) or keys (label keys, coarsest first)")):
+                        "topolabel discover: error: --source labels: give a preset (coreweave, crusoe, eks, gke, nebius, "
+                        "nvlink, oci, topograph) or keys (label keys, coarsest first)")):
         result = topolabel(*args)
         assert result.returncode == 2 and result.stderr == line + "\n", result.stderr
 
@@ -345,4 +345,7 @@ def test_help_puts_the_command_first_and_each_source_under_its_heading() -> None
     assert topolabel("job", "check", "--help").stdout.count("topolabel job annotate") == 0
     sources = topolabel("help", "sources").stdout
     assert "labels       yes     Topology from labels the nodes already carry" in sources
-    assert "gke         block         cloud.google.com/gce-topology-block" in sources
+    assert "gke         block            cloud.google.com/gce-topology-block" in sources
+    assert "eks         layer-1          topology.k8s.aws/network-node-layer-1" in sources
+    assert "            capacity-block   topology.k8s.aws/capacity-block-id" in sources  # a preset's NVLink level
+    assert "ufm          no      UFM source" in sources

@@ -14,6 +14,8 @@ import pytest
 
 from labeler.errors import InputError
 from labeler.kube import connect
+from providers import registry
+from providers.labels import presets
 from topolabel import version
 from topolabel.cli import main
 
@@ -45,7 +47,8 @@ def completion(shell: str) -> str:
     return result.stdout
 
 
-PRESETS = ["coreweave", "eks", "gke", "nvlink", "oci", "topograph"]
+PRESETS = sorted([*presets.PRESETS, *presets.TIERED])  # what --preset completes to
+SOURCES = sorted(registry.SOURCES)  # what --source completes to
 LEVELS = ["block", "subblock", "hostname", "example.com/block", "example.com/subblock", "kubernetes.io/hostname"]
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,7 +98,7 @@ ask topolabel show --kueue-dir {topology} --level sub
     lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60,
                            env=_with_topolabel(tmp_path)).stdout.splitlines()
     assert lines[0] == "discover"
-    assert lines[1].split() == ["aws", "combined", "gcp", "infiniband", "inventory", "labels", "lldp"]
+    assert lines[1].split() == SOURCES
     assert lines[2] == f"{tmp_path}/nodes.yaml"
     assert lines[3].split() == PRESETS
     assert lines[4].split() == LEVELS
@@ -110,7 +113,7 @@ def test_fish_completes_commands_and_sources(tmp_path: Path) -> None:
                           "complete -C 'topolabel discover --source '"], capture_output=True, text=True,
                          timeout=30).stdout
     names = [line.split("\t")[0] for line in out.splitlines()]
-    assert names == ["discover", "aws", "combined", "gcp", "infiniband", "inventory", "labels", "lldp"]
+    assert names == ["discover", *SOURCES]
 
 
 def _zsh_prompt(tmp_path: Path, script: Path, line: str, last: str, setup: str = "") -> str:
@@ -142,8 +145,8 @@ def test_zsh_completes_sources_presets_and_levels_at_a_real_prompt(tmp_path: Pat
     script = tmp_path / "_topolabel"
     script.write_text(completion("zsh"))
     setup = f"source {script}; compdef _shtab_topolabel topolabel"
-    after = _zsh_prompt(tmp_path, script, "topolabel discover --source ", "lldp", setup)
-    for name in ("aws", "combined", "gcp", "infiniband", "inventory", "labels", "lldp"):
+    after = _zsh_prompt(tmp_path, script, "topolabel discover --source ", SOURCES[-1], setup)
+    for name in SOURCES:
         assert name in after
     after = _zsh_prompt(tmp_path, script, "topolabel discover --source labels --preset ", "topograph", setup)
     assert all(name in after for name in PRESETS), after

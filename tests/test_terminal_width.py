@@ -12,10 +12,12 @@ import pytest
 import yaml
 
 from tests.conftest import EXAMPLES
+from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
 from tests.kmockcluster import MockCluster
 from topolabel.cli import main
 
 WIDTH = 80
+SLOW = "gke-a3-b00-s00-n000"  # its mlx5_3 runs at half rate
 JOBS = sorted((EXAMPLES / "jobs").glob("*.yaml"))
 TREE = re.compile(r"[│├└─]+")
 
@@ -56,6 +58,12 @@ def snapshot_of_examples(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     (tmp_path / "examples").symlink_to(EXAMPLES)
     assert main(["discover", "--config", "examples/topolabel.yaml", "--nodes", "examples/nodes.yaml", "-o", "json"]) == 0
     (tmp_path / "snap.json").write_text(capsys.readouterr().out)
+    (tmp_path / "health.yaml").write_text("health: {maxIsolatedFraction: 0.5}\n")
+    slow = [FakeDevice(f"mlx5_{i}", 0xE09D730300858D00 + 16 * i, [FakePort(rate="200 Gb/sec (4X HDR)" if i == 3
+                                                                            else "400 Gb/sec (4X NDR)")])
+            for i in range(8)]
+    write_sysfs(tmp_path / "sys-slow", slow)
+    write_sysfs(tmp_path / "sys-ok", [FakeDevice(d.name, d.node_guid + 1, [FakePort()]) for d in slow])
     return "snap.json"
 
 
@@ -73,6 +81,9 @@ def commands(snapshot: str, bad: str) -> dict[str, list[str]]:
         "kueue": ["kueue", *common, "--output-dir", "kueue-{columns}"],  # each width writes its own files
         "config check": ["config", "check", cfg, "examples/teams.yaml", bad],
         "help sources": ["help", "sources"],
+        # a node whose HCA runs at half rate, another's port record the test wrote (snapshot_of_examples' sysfs)
+        "health": ["health", "--config", "health.yaml", "--nodes", nodes, "--sysfs", f"{SLOW}=sys-slow",
+                   "--sysfs", "gke-a3-b00-s00-n001=sys-ok"],
     }
     for job in JOBS:
         out[f"fit {job.name}"] = ["fit", f"examples/jobs/{job.name}", *common]
@@ -92,7 +103,7 @@ def test_every_command_fits_80_columns_without_breaking_a_token(tmp_path: Path, 
         assert not long, f"{name}: lines over {WIDTH} columns: {long}"
         assert broken(narrow, wide) == [], f"{name}: tokens broken at {WIDTH} columns:\n{narrow}"
         checked += 1
-    assert checked == 9 + 2 * len(JOBS)
+    assert checked == 10 + 2 * len(JOBS)
 
 
 def test_apply_fits_80_columns_with_its_details(capsys, monkeypatch, tmp_path: Path) -> None:

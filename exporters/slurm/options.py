@@ -1,5 +1,6 @@
 """The Slurm export's options: the config's `export.slurm` section and the flags of `topolabel export slurm`
-(the same names; camelCase in the file). `exporters.slurm` turns them into its `SlurmOptions`."""
+(the same names; camelCase in the file). `exporters.slurm.slurm_options` turns them into its `SlurmOptions`.
+`SlurmLayout` is what every export writing Slurm's topology takes (`slinky` too)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,9 @@ class SlurmTopology(Options):
     block_sizes: list[int] = Field(default_factory=list, alias="blockSizes")
 
 
-class SlurmExportOptions(Options):
-    """topology.conf for topology/tree or topology/block, or topology.yaml (docs/exports.md)."""
+class SlurmLayout(Options):
+    """How Slurm's topology is laid out: node names, blocks, the root switch, trimmed levels, named topologies."""
 
-    format: Literal["tree", "block", "yaml"] = "tree"
     block_level: str | None = Field(None, description="The level whose domains are blocks (default: the coarsest "
                                                       "with more than one domain)")
     block_sizes: list[int] = Field(default_factory=list, description="BlockSizes (default: the smallest block's node "
@@ -38,3 +38,9 @@ class SlurmExportOptions(Options):
     no_topology: bool = Field(False, description="Nodes without topology under a switch 'no-topology' (tree only)")
     topologies: list[SlurmTopology] = Field(default_factory=list, description="topology.yaml's named topologies, "
                                                                              "each over the nodes it selects")
+
+
+class SlurmExportOptions(SlurmLayout):
+    """topology.conf for topology/tree or topology/block, or topology.yaml (docs/exports.md)."""
+
+    format: Literal["tree", "block", "yaml"] = "tree"

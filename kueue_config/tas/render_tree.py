@@ -7,6 +7,11 @@ short, else the value shortened in the middle; a hash whose nodes share a name p
 share is named by that prefix (`gke-a4-b01-*`), which says which nodes it holds. Siblings are in natural
 order of those names (b2 before b10). A level where every domain holds one node (a `host` level, the
 hostname) repeats the node list, so the default view stops above it.
+
+Nodes with a NoSchedule or NoExecute taint the flavor does not tolerate (fabric health's isolation taint, a
+cordon by taint) are counted and marked; as in Kueue, which checks taints per node when the hostname is the
+lowest level, their capacity is then not free. Nodes whose FabricHealthy condition is False (topolabel, or
+another tool, isolated them) are marked too.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class DomainView:
     node_names: list[str] = field(default_factory=list)
     placed: int = 0
     idle: int = 0  # nodes with all of the resource free
+    tainted: int = 0  # nodes with an untolerated NoSchedule/NoExecute taint
+    isolated: int = 0  # nodes whose FabricHealthy condition is False
 
     def __post_init__(self) -> None:
         self.name = self.name or self.value
@@ -45,7 +52,8 @@ class DomainView:
     def to_dict(self) -> dict[str, Any]:
         """The `-o json` form (by hand: `dataclasses.asdict` takes seconds on 10,000 nodes)."""
         return {"level": self.level, "value": self.value, "name": self.name, "nodes": self.nodes, "free": self.free,
-                "total": self.total, "idle": self.idle, "placed": self.placed, "node_names": self.node_names,
+                "total": self.total, "idle": self.idle, "placed": self.placed, "tainted": self.tainted,
+                "isolated": self.isolated, "node_names": self.node_names,
                 "children": [c.to_dict() for c in self.children]}
 
     @property
@@ -123,17 +131,28 @@ def display_names(views: Sequence["DomainView"]) -> dict[str, str]:
     return names
 
 
-def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int]) -> DomainView:
+@dataclass(frozen=True)
+class Marks:
+    """Nodes to mark: with an untolerated NoSchedule/NoExecute taint, and fabric-isolated (condition False)."""
+
+    tainted: frozenset[str] = frozenset()
+    isolated: frozenset[str] = frozenset()
+
+
+def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int], marks: Marks) -> DomainView:
     leaves = list(_leaves(domain))
     level = len(domain.values) - 1
+    blocked = marks.tainted if tree.hostname_lowest else frozenset()  # Kueue's per-node taint check
     view = DomainView(tree.keys[level], domain.values[-1], sum(lf.node_count for lf in leaves),
-                      sum(max(lf.free.get(resource, 0), 0) for lf in leaves),
+                      sum(max(lf.free.get(resource, 0), 0) for lf in leaves if lf.id not in blocked),
                       sum(lf.total.get(resource, 0) for lf in leaves))
     view.node_names = sorted(name for lf in leaves for name in lf.node_names)
     view.placed = sum(placed.get(lf.id, 0) for lf in leaves)
-    view.idle = sum(lf.node_count for lf in leaves if lf.total.get(resource, 0) and
+    view.idle = sum(lf.node_count for lf in leaves if lf.total.get(resource, 0) and lf.id not in blocked and
                     lf.free.get(resource, 0) >= lf.total.get(resource, 0))
-    view.children = _named([_view(c, tree, resource, placed) for c in domain.children])
+    view.tainted = sum(1 for n in view.node_names if n in marks.tainted)
+    view.isolated = sum(1 for n in view.node_names if n in marks.isolated)
+    view.children = _named([_view(c, tree, resource, placed, marks) for c in domain.children])
     return view
 
 
@@ -154,10 +173,10 @@ def default_depth(tree: TASTree) -> int:
 
 
 def flavor_view(flavor: str, topology: str, tree: TASTree, resource: str, depth: int | None = None,
-                placed: Mapping[str, int] | None = None) -> FlavorView:
+                placed: Mapping[str, int] | None = None, marks: Marks = Marks()) -> FlavorView:
     """The flavor's domains, full depth (the leaves); `depth` says how many levels a picture shows."""
     placed = placed or {}
-    views = _named([_view(r, tree, resource, placed) for r in tree.roots])
+    views = _named([_view(r, tree, resource, placed, marks) for r in tree.roots])
     shown = default_depth(tree) if depth is None else max(1, min(depth, len(tree.keys)))
     return FlavorView(flavor, topology, tree.keys, resource, views, shown, tree.excluded,
                       sum(v.placed for v in views))
@@ -189,7 +208,16 @@ def node_span(names: Sequence[str]) -> str:
 
 def _numbers(view: DomainView, resource: str) -> str:
     text = f"{view.free}/{view.total} {short_level(resource)} free  {view.idle}/{view.nodes} nodes free"
+    text += marks_text(view)
     return text + (f"  <- {view.placed} pod(s) of the job" if view.placed else "")
+
+
+def marks_text(view: DomainView) -> str:
+    """`  2 tainted (no TAS capacity), 1 fabric-isolated`, or nothing."""
+    parts = [f"{view.tainted} tainted (no TAS capacity)" if view.tainted else "",
+             f"{view.isolated} fabric-isolated" if view.isolated else ""]
+    text = ", ".join(p for p in parts if p)
+    return f"  {text}" if text else ""
 
 
 def text_tree(fv: FlavorView, width: int, wide: bool = False) -> list[str]:

@@ -23,7 +23,7 @@ from xml.sax.saxutils import escape
 
 from labeler.display import ELLIPSIS, elide
 
-from .render_tree import DomainView, FlavorView, node_span, short_level
+from .render_tree import DomainView, FlavorView, marks_text, node_span, short_level
 
 WIDTH = 1280
 MARGIN = 16
@@ -165,6 +165,7 @@ def _child_width(inner: float, k: int, level: int, style: Style) -> float:
 def _hover(view: DomainView, path: str, resource: str) -> str:
     text = f"{path}: {view.free}/{view.total} {short_level(resource)} free, {view.idle}/{view.nodes} nodes free"
     text += f" ({', '.join(view.node_names)})" if view.nodes <= 3 else f": {node_span(view.node_names)}"
+    text += marks_text(view).replace("  ", "; ", 1)
     return text + (f"; the job: {view.placed} pod(s)" if view.placed else "")
 
 

@@ -31,8 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
 def sources_help(view: View) -> list[str]:
     """Every source with what it reads and whether it needs the cluster's nodes, then the presets' keys."""
-    from providers.labels import TOPOGRAPH
-    from providers.labels.presets import PRESETS
+    from providers.labels.presets import PRESETS, TIERED
     from providers.registry import SOURCES, get_source
 
     rows = []
@@ -40,11 +39,16 @@ def sources_help(view: View) -> list[str]:
         module = importlib.import_module(SOURCES[name])
         summary = (module.__doc__ or "").strip().split("\n\n", 1)[0].replace("\n", " ")
         rows.append((name, "yes" if get_source(name).needs_nodes else "no", summary))
-    presets = [(name, [level.name for level in preset.levels], [level.keys[0] + "*" * (len(level.keys) > 1)
-                                                               for level in preset.levels])
-               for name, preset in PRESETS.items()]
-    presets.append((TOPOGRAPH, ["tier-N", "domain"], ["fabric.topograph.run/tier-N (closest first)",
-                                                      "accelerator.topograph.run/domain"]))
+    presets = []
+    for name, preset in PRESETS.items():
+        levels = [*preset.levels, *([preset.accelerator] if preset.accelerator else [])]
+        presets.append((name, [level.name for level in levels],
+                        [level.keys[0] + "*" * (len(level.keys) > 1) for level in levels]))
+    for name, family in TIERED.items():
+        first = family.generations[0]
+        chain = f"{first.prefix}N (closest first)" if first.prefix else ", ".join(first.fixed)
+        presets.append((name, ["tier-N", family.accelerator], [chain + "*" * (len(family.generations) > 1),
+                                                              family.domain_keys[0] + "*" * (len(family.domain_keys) > 1)]))
     return [*headline("sources (--source NAME; each one's flags: topolabel discover --help):", view),
             *render([Column("SOURCE", "name"), Column("NODES", "name"), Column("READS", "prose")], rows, view), "",
             *headline("label presets (--source labels --preset NAME; or --keys K1,K2,... coarsest first):", view),

@@ -8,15 +8,16 @@ from dataclasses import asdict
 from typing import Any
 
 from kueue_config.tas import jobfile
-from kueue_config.tas.capacity import Resources, allocatable, free_capacity
+from kueue_config.tas.capacity import Resources, allocatable, free_capacity, untolerated_taint
 from kueue_config.tas.fit import FitReport, fit
 from kueue_config.tas.gates import Gates
-from kueue_config.tas.render_tree import FlavorView, flavor_view, short_level, text_tree
+from kueue_config.tas.render_tree import FlavorView, Marks, flavor_view, short_level, text_tree
 from kueue_config.tas.setup import Flavor, TASSetup
 from kueue_config.tas.svg import render_svg
 from kueue_config.tas.tree import build_tree
 from kueue_config.tas.workloads import workloads_in
 from labeler.errors import TopologyError
+from labeler.isolation import CONDITION as FABRIC_CONDITION
 from labeler.files import read_text, write_atomic
 from labeler.nodes import Node
 
@@ -121,11 +122,13 @@ def run(args: argparse.Namespace) -> int:
     totals = allocatable(nodes)
     report, job_line = _job(args, ctx.setup, nodes, free)
     views = []
+    isolated = frozenset(n.name for n in nodes if (n.condition(FABRIC_CONDITION) or ("",))[0] == "False")
     for flavor in flavors:
         tree = build_tree(flavor.levels or (), nodes, free, flavor.node_labels, totals)
         depth = level_depth(args.level, tree.keys) if args.level else args.depth
+        tainted = frozenset(n.name for n in nodes if n.taints and untolerated_taint(n.taints, flavor.tolerations))
         views.append(flavor_view(flavor.name, str(flavor.topology), tree, args.resource, depth,
-                                 _placed(report, flavor.name)))
+                                 _placed(report, flavor.name), Marks(tainted, isolated)))
     title = "Kueue TAS: " + ", ".join(sorted({str(f.topology) for f in flavors}, key=str)) + \
         f" - {len(flavors)} flavor(s)"
     if args.svg:
