@@ -79,4 +79,4 @@ class Exporter(Generic[OptionsT]):
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:
-    """For exporters whose only options come from the config."""
+    """For exporters without flags (their options, if any, come from the config)."""
