@@ -7,11 +7,12 @@ for the caller to decode with msgspec into just the fields it reads, and drop, b
 
 msgspec has no incremental decoder. Once the bytes between two items are known, whole runs of items are cut by
 one decode of the buffer as an array of `msgspec.Raw` (a decode succeeds only at a real boundary). Elsewhere (the
-first and last items, the members around the list, a run that does not check out) a small scanner finds where
-the next value ends: the next quote or bracket by regular expression, strings skipped whole, brackets counted
-(and the nesting bounded). Every value cut either way is then decoded by msgspec, so what the scanner finds is
-only ever taken when it is one whole JSON value, followed by what JSON allows after an array element or member
-(`,`, `]`, `}`). Only msgspec's documented behaviour is relied on: decoding succeeds or raises DecodeError.
+first and last items, the members around the list, a run that does not check out) a scanner finds where the
+next value ends: one regular expression matches a whole array or object nested up to `_FAST_DEPTH` deep, strings
+skipped whole; anything else (deeper, cut by the buffer's end, malformed) is walked bracket by bracket, the
+nesting bounded. Every value cut either way is then decoded by msgspec, so what the scanner finds is only ever
+taken when it is one whole JSON value, followed by what JSON allows after an array element or member (`,`, `]`,
+`}`). Only msgspec's documented behaviour is relied on: decoding succeeds or raises DecodeError.
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ _BLANK = re.compile(rb"[^ \t\r\n]")
 _STRUCTURE = re.compile(rb'["\[\]{}]')  # inside an array or object, the next byte that matters to its end
 _STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # after an opening quote, up to the closing one
 _SCALAR_END = re.compile(rb"[ \t\r\n,:\]}]")  # a number, true, false or null ends before one of these
+_FAST_DEPTH = 16  # arrays and objects nested this deep are matched at once (node lists nest about 10 deep)
+
+
+def _container(depth: int) -> re.Pattern[bytes]:
+    """An array or object with its brackets balanced up to `depth` levels, strings skipped whole. Which bracket
+    closes which is not checked (a valid document pairs them; msgspec checks the cut), and the quantifiers are
+    possessive, so a failed match never backtracks."""
+    string, other = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', rb'[^"{}\[\]]*+'
+    pattern = rb"[\[{]" + other + rb"(?:" + string + other + rb")*+[\]}]"
+    for _ in range(depth - 1):
+        pattern = rb"[\[{]" + other + rb"(?:(?:" + string + rb"|" + pattern + rb")" + other + rb")*+[\]}]"
+    return re.compile(pattern, re.DOTALL)
+
+
+_CONTAINER = _container(_FAST_DEPTH)
 _RAW = msgspec.json.Decoder(msgspec.Raw)
 _KEY = msgspec.json.Decoder(str)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -213,6 +229,12 @@ def value_end(data: bytearray, start: int, eof: bool, origin: str) -> int | None
         if end == start:
             raise InputError(f"{origin}: not valid JSON: {chr(first)!r} where a value belongs")
         return end
+    whole = _CONTAINER.match(data, start)
+    return whole.end() if whole else walk(data, start, origin)
+
+
+def walk(data: bytearray, start: int, origin: str) -> int | None:
+    """`value_end` for an array or object, bracket by bracket: for what the one expression does not match."""
     depth, at = 0, start
     while found := _STRUCTURE.search(data, at):
         byte, at = data[found.start()], found.end()

@@ -136,6 +136,8 @@ def test_the_scanner_ends_a_value_where_json_does(value: object, indent: int | N
     data = bytearray(text + after.encode())
     assert jsonlist.value_end(data, 0, False, "x") == len(text)
     assert jsonlist.value_end(bytearray(text), 0, True, "x") == len(text)
+    if text[:1] in (b"[", b"{"):  # the bracket-by-bracket walk agrees with the one expression
+        assert jsonlist.walk(data, 0, "x") == len(text)
     if text[:1] in (b"[", b"{", b'"'):
         assert all(jsonlist.value_end(bytearray(text[:cut]), 0, False, "x") is None for cut in range(len(text)))
 
@@ -145,6 +147,14 @@ def test_the_scanner_reads_escapes_and_utf8_in_strings(text: str) -> None:
     data = bytearray(text.encode() + b", 1")
     assert jsonlist.value_end(data, 0, False, "x") == len(text.encode())
     assert json.loads(bytes(data[:len(text.encode())])) == json.loads(text)
+
+
+def test_values_nested_deeper_than_the_one_expression_are_walked() -> None:
+    deep = jsonlist._FAST_DEPTH + 5
+    text = ('{"a": [' * deep + '"x]}", 1' + "]}" * deep).encode()
+    assert jsonlist._CONTAINER.match(text) is None
+    assert jsonlist.value_end(bytearray(text + b", 2"), 0, False, "x") == len(text)
+    assert json.loads(text)
 
 
 def test_deeper_than_max_nesting_is_refused_by_the_scanner_before_msgspec_sees_it() -> None:
