@@ -23,8 +23,8 @@ from .flavors import format_amount
 from .gates import Gates
 from .judge import Inputs, judge
 from .slots import room_for
-from .workloads import (PREFERRED, QUEUE_LABEL, REQUIRED, SLICE_CONSTRAINTS, SLICE_SIZE, Workload, lookup,
-                        queue_name, with_count, workload_of)
+from .workloads import (PREFERRED, QUEUE_LABEL, REQUIRED, SLICE_CONSTRAINTS, SLICE_SIZE, Workload,
+                        from_kueue_workload, lookup, queue_name, with_count, workload_of)
 
 MAX_WAIT = 8  # workloads one piece of advice may ask to wait for
 
@@ -121,7 +121,8 @@ def _quota_words(workload: Workload, report: FitReport, inputs: Inputs) -> list[
                      f"{format_amount(res, node.potential(fr))}, {format_amount(res, node.available(fr))} now")
             if quota.borrowing_limit is not None:
                 text += f" (borrowingLimit {format_amount(res, quota.borrowing_limit)})"
-        lines.append(text)
+        asked = sum(pod_requests(ps.spec).get(res, 0) * ps.count for ps in workload.podsets)
+        lines.append(f"{text}; the job asks for {format_amount(res, asked)}")
     return lines
 
 
@@ -159,7 +160,8 @@ class _Trial:
         if self.tried >= self.limit:
             return False
         self.tried += 1
-        changed = workload_of(manifest, "advice")
+        changed = (from_kueue_workload(manifest, "advice") if manifest.get("kind") == "Workload"
+                   else workload_of(manifest, "advice"))
         if changed is None:
             return False
         try:
@@ -193,9 +195,8 @@ def advise(workload: Workload, report: FitReport, inputs: Inputs, gates: Gates =
     trial = _Trial(workload, inputs, gates)
     out: list[Advice] = []
     if report.stage == "queue":
-        out += _other_queue(workload, trial)
-        return out
-    failed = report.deciding
+        return _other_queue(workload, trial) or _other_namespace(workload, trial)
+    failed = max((p for p in report.podsets if not p.fits), key=lambda p: p.pods, default=None)
     if failed is not None and report.stage != "flavors":
         out += _fewer_pods(workload, failed.podset, failed.pods, failed.max_pods_in_one_domain, trial)
         out += _looser(workload, report, trial)
@@ -270,6 +271,19 @@ def _other_queue(workload: Workload, trial: _Trial) -> list[Advice]:
             out.append(Advice("other-queue", f"submit it to LocalQueue {lq} (`--queue {lq}`)", obj))
             break
     return out
+
+
+def _other_namespace(workload: Workload, trial: _Trial) -> list[Advice]:
+    """The namespaces where the job's LocalQueue exists, if submitting it there would fit."""
+    queue = queue_name(workload)
+    for ns, lq in sorted(trial.inputs.setup.local_queues):
+        if lq != queue or ns == (workload.namespace or "default") or workload.kind == "Workload":
+            continue
+        obj = copy.deepcopy(workload.obj)
+        obj.setdefault("metadata", {})["namespace"] = ns
+        if trial.fits(obj):
+            return [Advice("other-namespace", f"submit it in namespace {ns}, where LocalQueue {queue} exists", obj)]
+    return []
 
 
 def _wait_for(workload: Workload, report: FitReport, trial: _Trial) -> list[Advice]:

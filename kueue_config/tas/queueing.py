@@ -176,3 +176,22 @@ def resolve(setup: TASSetup, queue: str | None, namespace: str,
         resolved.unmodelled.append(f"ClusterQueue {cq_name} has admission checks, which Kueue must see pass "
                                    "before it admits; fit does not model them")
     return resolved
+
+
+def queue_warning(setup: TASSetup, queue: str, namespace: str | None) -> str | None:
+    """Why a job on `queue` in `namespace` would never be admitted, when its queue does not resolve there."""
+    ns = namespace or "default"
+    resolved = resolve(setup, queue, ns, None)
+    if resolved.blocker is None or resolved.blocker.part == "namespace":
+        return None
+    elsewhere = sorted(n for n, q in setup.local_queues if q == queue and n != ns)
+    here = sorted(q for n, q in setup.local_queues if n == ns)
+    text = f"Kueue would keep it pending: {resolved.blocker.message}"
+    if resolved.blocker.part == "LocalQueue" and "doesn't exist" in resolved.blocker.message:
+        text += f" in namespace {ns}" + ("" if namespace else " (the job names no namespace; kubectl uses your "
+                                         "context's, assumed default)")
+        if here:
+            text += f"; LocalQueues there: {', '.join(here)}"
+        if elsewhere:
+            text += f"; LocalQueue {queue} exists in namespace(s) {', '.join(elsewhere)}"
+    return text
