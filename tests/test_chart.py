@@ -149,7 +149,8 @@ def kustomize(cluster: KubeCluster, *directories: Path) -> list[dict[str, Any]]:
 
 # Kustomizations on top of manifests/, and the values that render the same with the chart
 PARTS = {"operator": ((), ()), "with-agent": (("agent",), ("agent",)),
-         "with-ib-collector": (("ib-collector",), ("agent", "ibCollector"))}  # manifests/ib-collector has ../agent
+         "with-ib-collector": (("ib-collector",), ("agent", "ibCollector")),  # manifests/ib-collector has ../agent
+         "with-capacity": (("capacity",), ("metrics.capacity",))}
 
 
 @pytest.mark.slow

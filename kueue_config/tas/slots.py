@@ -17,7 +17,7 @@ from labeler.errors import TopologyError
 from labeler.names import HOSTNAME
 
 from .annotations import build_request
-from .capacity import amount
+from .capacity import allocatable, amount
 from .fit import FITS, FitReport, Usage
 from .gates import Gates
 from .judge import Inputs, judge, resolved_queue
@@ -165,3 +165,55 @@ def capacity(shape: Shape, inputs: Inputs, gates: Gates = Gates()) -> Capacity:
         alone = how_many(shape, inputs, gates, flavor.name) if len(resolved.queue.flavors) > 1 else total
         total.flavors.append(FlavorRoom(flavor.name, str(flavor.topology), alone.jobs, room(shape, flavor, inputs, gates)))
     return total
+
+
+@dataclass
+class FreeLevel:
+    level: str
+    domains: int
+    largest: int  # the most of the resource free in one domain
+    whole: int  # domains with all of it free (and some of it)
+
+
+@dataclass
+class FreeRoom:
+    """For one TAS flavor and one resource: free amounts per level, and per top-level domain."""
+
+    flavor: str
+    resource: str
+    levels: list[FreeLevel] = field(default_factory=list)
+    top: dict[str, int] = field(default_factory=dict)
+
+
+def free_room(flavor: Flavor, inputs: Inputs, resources: list[str]) -> list[FreeRoom]:
+    """What is free in each domain of a TAS flavor, as Kueue counts it: allocatable less non-TAS pods less
+    what admitted Workloads' topology assignments hold."""
+    if not flavor.tas:
+        return []
+    tree = build_tree(flavor.levels or (), inputs.nodes, inputs.free(), flavor.node_labels,
+                      allocatable(inputs.nodes))
+    hostname = frozenset(f.name for f in inputs.setup.flavors.values() if f.levels and f.levels[-1] == HOSTNAME)
+    usage = Usage(inputs.admitted(), hostname).for_flavor(flavor)
+    out = []
+    for res in resources:
+        free: dict[int, tuple[int, int]] = {}  # id(domain) -> (free, total)
+
+        def walk(d: Any) -> tuple[int, int]:
+            if not d.children:
+                total = d.total.get(res, 0)
+                got = max(0, d.free.get(res, 0) - usage.get(d.id, {}).get(res, 0))
+            else:
+                parts = [walk(c) for c in d.children]
+                got, total = sum(p[0] for p in parts), sum(p[1] for p in parts)
+            free[id(d)] = (got, total)
+            return got, total
+        for root in tree.roots:
+            walk(root)
+        room = FreeRoom(flavor.name, res)
+        for key, level in zip(tree.keys, tree.levels):
+            amounts = [free[id(d)] for d in level.values()]
+            room.levels.append(FreeLevel(key, len(amounts), max((a[0] for a in amounts), default=0),
+                                         sum(1 for got, total in amounts if total and got == total)))
+        room.top = {d.values[0]: free[id(d)][0] for d in tree.roots}
+        out.append(room)
+    return out

@@ -33,6 +33,7 @@ from labeler.verify import label_drift, stale
 from ..pipeline import run_source
 from ..progress import logged
 from .kubeapi import Kube
+from .capacity import CapacityMetrics
 from .kueue import KueueSync
 from .labelling import Labeller
 from .metrics import Health, Metrics
@@ -67,6 +68,7 @@ class Controller:
         self.topology = Topology()
         self.labeller = Labeller()
         self.kueue = KueueSync(kube)
+        self.capacity = CapacityMetrics(kube, metrics) if opts.capacity_metrics else None
         self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
         self.configured = False
         self.settings: Settings | None = None
@@ -199,6 +201,8 @@ class Controller:
             await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg,
                              PASS_PROGRESS)
             await self.sync_kueue(settings, nodes, verify=True)
+        if settings and self.capacity is not None:
+            await asyncio.to_thread(self.capacity.update, list(nodes.values()), settings.cfg.pools.resources)
         self.metrics.last_sync.set_to_current_time()
         self.health.ready = True
         await self.report(nodes)
