@@ -157,7 +157,28 @@ def judge(workload: Workload, inputs: Inputs, gates: Gates = Gates(), flavor: st
         resolved.notes.append("the Workloads holding quota are not known (no --workloads): quota is taken to be "
                               "unused")
         tree = inputs.quota_tree([])
+    ahead = _pending_in(inputs, resolved.queue.cluster_queue, workload)
+    if ahead:
+        resolved.notes.append(f"{ahead} other Workload(s) are pending in ClusterQueue {resolved.queue.cluster_queue}; "
+                              "Kueue takes them in its queue order (priority, then age), which fit does not model: "
+                              "an older one may be admitted first")
     created = str((workload.obj.get("metadata") or {}).get("creationTimestamp") or "")
     cluster = Cluster(inputs.nodes, inputs.free(), admitted, inputs.namespaces,
                       {n: f for n, f in inputs.setup.flavors.items() if f.tas})
     return admit(workload, cluster, resolved, gates, tree, Preemptor(job_priority(workload, inputs), created))
+
+
+def _pending_in(inputs: Inputs, cluster_queue: str | None, workload: Workload) -> int:
+    """Workloads waiting in the same ClusterQueue (not admitted, not finished, not the one judged)."""
+    if not cluster_queue or not inputs.workloads:
+        return 0
+    me = f"{workload.namespace}/{workload.name}" if workload.kind == "Workload" else None
+    count = 0
+    for w in inputs.workloads:
+        meta, status = w.get("metadata") or {}, w.get("status") or {}
+        queue = inputs.setup.local_queues.get((str(meta.get("namespace")), str((w.get("spec") or {}).get("queueName"))))
+        done = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+        if queue == cluster_queue and not done & {"QuotaReserved", "Finished"} and _ref(w) != me \
+                and _ref(w) not in inputs.removed:
+            count += 1
+    return count
