@@ -9,27 +9,42 @@ failed. `predicted` turns `topolabel fit`'s report into the same shape, so a tes
 
 from __future__ import annotations
 
-import glob
+import hashlib
 import json
 import os
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-import pytest
-
 from kueue_config.tas.fit import FitReport
+from tests.conftest import ROOT, skip_or_fail
 from kueue_config.tas.workloads import GROUP_NAME, QUEUE_LABEL, Workload
 
 CACHE = Path(os.environ.get("TOPOLABEL_CACHE") or Path.home() / ".cache" / "topolabel")
 
 
+ORACLE_SOURCES = [ROOT / "hack" / "tas-oracle" / f for f in ("go.mod", "go.sum", "main.go")]
+
+
+@lru_cache(maxsize=1)
 def oracle() -> Path:
-    """The oracle binary, or a skip naming the step that builds it."""
-    found = sorted(glob.glob(str(CACHE / "tas-oracle-*" / "tas-oracle")))
-    if not found:
-        pytest.skip("hack/tas-oracle is not built; run .ci/setup.d/40-tas-oracle.sh (or bash .ci/run)")
-    return Path(found[-1])
+    """The oracle built from this checkout's hack/tas-oracle (its cache key, as hack/build-tas-oracle computes
+    it: the module files, the source, the Go version, the flags), or $TOPOLABEL_TAS_ORACLE; else a skip (a
+    failure in CI) naming the step that builds it. Another checkout's build, with another main.go, is never
+    taken for it."""
+    if os.environ.get("TOPOLABEL_TAS_ORACLE"):
+        return Path(os.environ["TOPOLABEL_TAS_ORACLE"])
+    try:
+        version = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, timeout=60).stdout
+    except OSError:
+        version = ""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in ORACLE_SOURCES) + version.encode() + b"-s -w\n")
+    found = CACHE / f"tas-oracle-{digest.hexdigest()[:12]}" / "tas-oracle"
+    if not found.exists():
+        skip_or_fail(f"hack/tas-oracle is not built for this checkout ({found.parent.name}); run hack/build-tas-oracle "
+                     "(.ci/setup.d/40-tas-oracle.sh)")
+    return found
 
 
 def _by_kind(objects: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -19,9 +19,11 @@ import pytest
 from kueue_config.tas.capacity import parse_pods
 from kueue_config.tas.judge import Inputs, judge
 from kueue_config.tas.setup import TASSetup
+from kueue_config.tas.slots import Shape, how_many
 from kueue_config.tas.workloads import workload_of
 from labeler.nodes import parse_nodes
 from tests.quota_scenarios import QuotaScenario, random_scenario
+from tests.tas_cluster import GPU
 from tests.tas_oracle import admission_payload, oracle_verdict, report_verdict, run_oracle
 
 SEEDS = range(240)
@@ -68,3 +70,26 @@ def test_the_scenarios_reach_every_outcome() -> None:
         kinds["borrowing background"] += any(b["admitted"] for b in _oracle(seed)["background"])
     assert all(kinds[k] >= 5 for k in ("fits", "preempts", "pending", "quota", "topology", "borrowing background")), kinds
     assert kinds["queue"] >= 2, kinds
+
+
+CAPACITY_SEEDS = range(0, 240, 6)
+
+
+@pytest.mark.parametrize("seed", CAPACITY_SEEDS)
+def test_capacity_is_what_kueue_admits_of_that_many_copies(seed: int) -> None:
+    """`capacity` says K jobs of a shape fit: the oracle, given K + 1 copies after the scenario's background
+    jobs, admits exactly K."""
+    sc = random_scenario(seed)
+    result = _oracle(seed)
+    admitted = [b["object"] for b in result["background"] if b["admitted"]]
+    levels = [lv["nodeLabel"] for lv in sc.kueue[0]["spec"]["levels"]]
+    shape = Shape(2, {GPU: "4"}, levels[min(1, len(levels) - 1)], queue="gpu", namespace=sc.job["metadata"]["namespace"])
+    jobs = how_many(shape, inputs_of(sc, admitted)).jobs
+    copies = QuotaScenario(sc.name, sc.nodes, sc.kueue, sc.namespaces, sc.job, [*sc.background, *(
+        {**shape.job(), "metadata": {**shape.job()["metadata"], "name": f"copy-{i}"}} for i in range(jobs + 1))],
+        sc.pods)
+    payload = admission_payload(copies)
+    payload["workloads"] = []
+    background = run_oracle(payload)["background"]
+    assert [b["admitted"] for b in background[:len(sc.background)]] == [b["admitted"] for b in result["background"]]
+    assert sum(b["admitted"] for b in background[len(sc.background):]) == jobs, (seed, jobs)

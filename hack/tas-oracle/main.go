@@ -9,14 +9,18 @@
 // the job controllers and the webhooks (those are judged on the real stack).
 //
 // Input:  {"topologies": [Topology], "flavors": [ResourceFlavor], "clusterQueue": ClusterQueue,
-//          "clusterQueues": [ClusterQueue], "cohorts": [Cohort], "localQueues": [LocalQueue],
-//          "namespaces": [Namespace], "nodes": [Node], "pods": [Pod],
-//          "background": [workload], "workloads": [workload], "maxCycles": n}
-//          workload: {"name", "namespace", "queueName", "priority", "podSets": [{"name", "count", "template"}]}
+//
+//	"clusterQueues": [ClusterQueue], "cohorts": [Cohort], "localQueues": [LocalQueue],
+//	"namespaces": [Namespace], "nodes": [Node], "pods": [Pod],
+//	"background": [workload], "workloads": [workload], "maxCycles": n}
+//	workload: {"name", "namespace", "queueName", "priority", "podSets": [{"name", "count", "template"}]}
+//
 // Output: {"background": [{"name", "admitted", "object": Workload}],
-//          "workloads": [{"admitted": b, "outcome": "admitted"|"preempt"|"pending", "cycles": n, "messages": [s],
-//                         "targets": [namespace/name], "podSets": [{"name", "flavors", "levels",
-//                         "domains": [{"values", "count"}]}]}]}
+//
+//	"workloads": [{"admitted": b, "outcome": "admitted"|"preempt"|"pending", "cycles": n, "messages": [s],
+//	               "targets": [namespace/name], "podSets": [{"name", "flavors", "levels",
+//	               "domains": [{"values", "count"}]}]}]}
+//
 // Background workloads are submitted first, one after another; each one Kueue admits holds its quota and
 // capacity (as an admitted Workload with its admission), the others are dropped. Then the job's Workloads
 // are scheduled one after another; an admitted one holds its capacity for the next (as the Workloads of a
@@ -138,6 +142,7 @@ func buildWorkload(in workloadIn, uid string, created time.Time) (*kueue.Workloa
 		queue = "lq"
 	}
 	wl := &kueue.Workload{
+		TypeMeta: metav1.TypeMeta{APIVersion: kueue.SchemeGroupVersion.String(), Kind: "Workload"},
 		ObjectMeta: metav1.ObjectMeta{Name: in.Name, Namespace: namespace, UID: types.UID(uid),
 			CreationTimestamp: metav1.NewTime(created)},
 		Spec: kueue.WorkloadSpec{QueueName: kueue.LocalQueueName(queue), Priority: in.Priority},

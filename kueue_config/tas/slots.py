@@ -109,9 +109,11 @@ def _bound(shape: Shape, inputs: Inputs) -> int:
 def _count(report: FitReport, copies: int) -> tuple[int, list[dict[str, Any]]]:
     """Copies admitted (all their PodSets fit), and where each went."""
     placements = []
+    last = max((p.workload for p in report.podsets), default=-1)
     for index in range(copies):
         podsets = [p for p in report.podsets if p.workload == index]
-        if not podsets or not all(p.fits for p in podsets):
+        # the last one judged is admitted only when the answer is "fits" (not only by preempting)
+        if not podsets or not all(p.fits for p in podsets) or (index == last and report.outcome != FITS):
             break
         placements.append({"flavor": podsets[0].flavor, "domains": [d for p in podsets for d in p.domains]})
     return len(placements), placements
