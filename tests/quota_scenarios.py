@@ -77,7 +77,8 @@ def local_queue(name: str, namespace_name: str, cq: str) -> dict[str, Any]:
             "spec": {"clusterQueue": cq}}
 
 
-def _job(rng: random.Random, levels: list[str], name: str, team: str, queue: str = "gpu") -> dict[str, Any]:
+def _job(rng: random.Random, levels: list[str], name: str, team: str, queue: str = "gpu",
+         priorities: tuple[str | None, ...] = (None, "low", "high")) -> dict[str, Any]:
     count = rng.choice([1, 2, 2, 3, 4, 4, 6, 8])
     gpus = rng.choice([1, 2, 4, 8, 8])
     if rng.random() < 0.8:
@@ -86,17 +87,22 @@ def _job(rng: random.Random, levels: list[str], name: str, team: str, queue: str
         manifest = jobset([("w", 1, count, _random_annotations(rng, levels, count))], gpus=gpus)
     meta = manifest["metadata"]
     meta["name"], meta["namespace"], meta["labels"] = name, team, {QUEUE: queue}
-    priority = rng.choice([None, "low", "high"])
+    priority = rng.choice(priorities)
     if priority:
         meta["labels"][PRIORITY_LABEL] = priority
     return manifest
 
 
-def _policies(rng: random.Random, in_cohort: bool) -> dict[str, Any]:
+def _policies(rng: random.Random, in_cohort: bool, hot: bool) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     preemption: dict[str, Any] = {}
-    if rng.random() < 0.6:
-        preemption["withinClusterQueue"] = rng.choice(["Never", "LowerPriority", "LowerOrNewerEqualPriority"])
+    if hot:
+        preemption["withinClusterQueue"] = "LowerPriority"
+        if in_cohort:
+            preemption["reclaimWithinCohort"] = rng.choice(["LowerPriority", "Any"])
+    elif rng.random() < 0.75:
+        preemption["withinClusterQueue"] = rng.choice(["Never", "LowerPriority", "LowerPriority",
+                                                       "LowerOrNewerEqualPriority"])
     if in_cohort and rng.random() < 0.7:
         preemption["reclaimWithinCohort"] = rng.choice(["Never", "LowerPriority", "Any"])
         if rng.random() < 0.3:
@@ -115,6 +121,7 @@ def _policies(rng: random.Random, in_cohort: bool) -> dict[str, Any]:
 def random_scenario(seed: int) -> QuotaScenario:
     """A valid scenario of random shape (the same seed gives the same scenario)."""
     rng = random.Random(10_000 + seed)
+    hot = seed % 3 == 2  # a third: low-priority jobs fill the queues, the job has high priority (preemption)
     levels = rng.choice([[BLOCK, RACK, HOST], [BLOCK, RACK, HOST], [ZONE, BLOCK, HOST], [BLOCK, RACK]])
     pools = ["a"] if rng.random() < 0.5 else ["a", "b"]
     nodes = _random_nodes(rng, levels, pools)
@@ -142,12 +149,12 @@ def random_scenario(seed: int) -> QuotaScenario:
         order = rng.sample(pools, k=len(pools)) if rng.random() < 0.8 else [rng.choice(pools)]
         flavors = []
         for p in order:
-            nominal = rng.randint(0, max(1, capacity[p] // 8)) * 8 // max(1, n_queues - 1)
-            nominal -= nominal % 8
+            share = rng.choice([0.0, 0.25, 0.5, 0.5, 0.75, 1.0]) / (n_queues if cohorts[i] else 1)
+            nominal = int(capacity[p] * share) // 8 * 8
             quotas = {GPU: _limits(rng, nominal, capacity[p]), "cpu": {"nominalQuota": "1000"},
                       "memory": {"nominalQuota": "100Ti"}, "pods": {"nominalQuota": str(rng.choice([4, 8, 50]))}}
             flavors.append((f"pool-{p}", quotas))
-        spec = _policies(rng, cohorts[i] is not None)
+        spec = _policies(rng, cohorts[i] is not None, hot)
         if i == 0 and rng.random() < 0.05:
             spec["stopPolicy"] = "Hold"
         if i == 0 and rng.random() < 0.08:
@@ -156,6 +163,9 @@ def random_scenario(seed: int) -> QuotaScenario:
     teams = TEAMS[:n_queues]
     namespaces = [namespace(t, {"gpu-access": "yes"} if rng.random() < 0.5 else None) for t in teams]
     kueue += [local_queue("gpu", t, cq) for t, cq in zip(teams, names)]
-    background = [_job(rng, levels, f"bg-{k}", rng.choice(teams)) for k in range(rng.choice([0, 1, 2, 3, 4, 5]))]
-    probe = _job(rng, levels, "train", teams[0], "missing" if rng.random() < 0.04 else "gpu")
+    background = [_job(rng, levels, f"bg-{k}", teams[0] if rng.random() < 0.5 else rng.choice(teams),
+                       priorities=("low",) if hot else (None, "low", "high"))
+                  for k in range(rng.choice([3, 4, 5, 6, 7] if hot else [0, 1, 2, 3, 4, 5]))]
+    probe = _job(rng, levels, "train", teams[0], "missing" if rng.random() < 0.04 else "gpu",
+                 priorities=("high",) if hot else (None, "low", "high"))
     return QuotaScenario(f"quota {seed}", nodes, kueue, namespaces, probe, background, pods)
