@@ -53,8 +53,11 @@ def priority_classes() -> list[dict[str, Any]]:
             for n, v in PRIORITIES.items()]
 
 
-def _limits(rng: random.Random, nominal: int, capacity: int) -> dict[str, str]:
+def _limits(rng: random.Random, nominal: int, capacity: int, in_cohort: bool) -> dict[str, str]:
+    """A GPU quota; limits only in a cohort (Kueue's webhook refuses them on a queue without one)."""
     out = {"nominalQuota": str(nominal)}
+    if not in_cohort:
+        return out
     if rng.random() < 0.35:
         out["borrowingLimit"] = str(rng.choice([0, 8, 16, 32, capacity]))
     if rng.random() < 0.3:
@@ -100,16 +103,18 @@ def _policies(rng: random.Random, in_cohort: bool, hot: bool) -> dict[str, Any]:
         preemption["withinClusterQueue"] = "LowerPriority"
         if in_cohort:
             preemption["reclaimWithinCohort"] = rng.choice(["LowerPriority", "Any"])
-    elif rng.random() < 0.75:
-        preemption["withinClusterQueue"] = rng.choice(["Never", "LowerPriority", "LowerPriority",
-                                                       "LowerOrNewerEqualPriority"])
-    if in_cohort and rng.random() < 0.7:
-        preemption["reclaimWithinCohort"] = rng.choice(["Never", "LowerPriority", "Any"])
-        if rng.random() < 0.3:
-            borrow: dict[str, Any] = {"policy": "LowerPriority"}
-            if rng.random() < 0.5:
-                borrow["maxPriorityThreshold"] = rng.choice([0, 10, 50])
-            preemption["borrowWithinCohort"] = borrow
+    else:
+        if rng.random() < 0.75:
+            preemption["withinClusterQueue"] = rng.choice(["Never", "LowerPriority", "LowerPriority",
+                                                           "LowerOrNewerEqualPriority"])
+        if in_cohort and rng.random() < 0.7:
+            preemption["reclaimWithinCohort"] = rng.choice(["Never", "LowerPriority", "Any"])
+    # the webhook refuses borrowWithinCohort beside reclaimWithinCohort Never
+    if preemption.get("reclaimWithinCohort", "Never") != "Never" and rng.random() < 0.3:
+        borrow: dict[str, Any] = {"policy": "LowerPriority"}
+        if rng.random() < 0.5:
+            borrow["maxPriorityThreshold"] = rng.choice([0, 10, 50])
+        preemption["borrowWithinCohort"] = borrow
     if preemption:
         spec["preemption"] = preemption
     if rng.random() < 0.3:
@@ -151,7 +156,7 @@ def random_scenario(seed: int) -> QuotaScenario:
         for p in order:
             share = rng.choice([0.0, 0.25, 0.5, 0.5, 0.75, 1.0]) / (n_queues if cohorts[i] else 1)
             nominal = int(capacity[p] * share) // 8 * 8
-            quotas = {GPU: _limits(rng, nominal, capacity[p]), "cpu": {"nominalQuota": "1000"},
+            quotas = {GPU: _limits(rng, nominal, capacity[p], cohorts[i] is not None), "cpu": {"nominalQuota": "1000"},
                       "memory": {"nominalQuota": "100Ti"}, "pods": {"nominalQuota": str(rng.choice([4, 8, 50]))}}
             flavors.append((f"pool-{p}", quotas))
         spec = _policies(rng, cohorts[i] is not None, hot)
