@@ -62,7 +62,7 @@ def chosen() -> list[tuple[int, str]]:
 def _predicted(report: Any) -> dict[str, Any]:
     return {"outcome": report.outcome, "message": report.kueue_message,
             "cycles": [a.message for a in report.attempts if not a.fits] or [report.kueue_message],
-            "placed": {p.podset: {"/".join(d["values"]): d["pods"] for d in p.domains} for p in report.podsets},
+            "placed": {p.podset: {n.get("node") or n["domain"]: n["pods"] for n in p.nodes} for p in report.podsets},
             "targets": sorted(t.workload.ref for t in report.preempting)}
 
 

@@ -342,6 +342,10 @@ func (o *oracle) schedule(ctx context.Context, log logr.Logger, wl *kueue.Worklo
 			workload.SetQuotaReservation(wl, admission, o.clock)
 			o.cache.AddOrUpdateWorkload(log, wl)
 			return result, nil
+		case mode == flavorassigner.Preempt && len(targets) > 0 && !o.fitsAfter(log, cq, info, assignment, targets, snapshot):
+			// processEntry: the usage to reserve, with the targets gone, must fit the quota (it counts `pods`,
+			// which the preemption search leaves out)
+			result.Messages = append(result.Messages, "Workload no longer fits after processing another workload")
 		case mode == flavorassigner.Preempt && len(targets) > 0:
 			result.Outcome = "preempt"
 			result.PodSets = podSetsOut(assignment)
@@ -352,7 +356,9 @@ func (o *oracle) schedule(ctx context.Context, log logr.Logger, wl *kueue.Worklo
 				fmt.Sprintf("%s. Pending the preemption of %d workload(s)", assignment.Message(), len(targets)))
 			return result, nil
 		}
-		result.Messages = append(result.Messages, assignment.Message())
+		if mode := assignment.RepresentativeMode(); mode != flavorassigner.Preempt || len(targets) == 0 {
+			result.Messages = append(result.Messages, assignment.Message())
+		}
 		// With no flavor left to try, Kueue parks the Workload until the cluster changes; its message
 		// stays this cycle's.
 		if !assignment.LastState.PendingFlavors() {
@@ -366,6 +372,20 @@ func (o *oracle) schedule(ctx context.Context, log logr.Logger, wl *kueue.Worklo
 		info.LastAssignment = &assignment.LastState
 	}
 	return result, nil
+}
+
+// fitsAfter is the scheduler's `fits` check for an entry that preempts: its net usage, with the targets'
+// usage removed from the snapshot.
+func (o *oracle) fitsAfter(log logr.Logger, cq *schdcache.ClusterQueueSnapshot, info *workload.Info,
+	assignment flavorassigner.Assignment, targets []*preemption.Target, snapshot *schdcache.Snapshot) bool {
+	usage := workload.Usage{Quota: assignment.Usage.Quota, TAS: assignment.ComputeTASNetUsage(log, cq, info, nil)}
+	var victims []*workload.Info
+	for _, t := range targets {
+		victims = append(victims, t.WorkloadInfo)
+	}
+	revert := snapshot.SimulateWorkloadUsageRemoval(victims)
+	defer revert()
+	return cq.Fits(usage) == schdcache.FitsCheckOk
 }
 
 func run(ctx context.Context, log logr.Logger, sc scenario) (map[string]any, error) {

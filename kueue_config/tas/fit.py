@@ -34,6 +34,7 @@ from .workloads import ELASTIC_JOB, PREFIX, Workload
 
 MIN_PARALLELISM = PREFIX + "job-min-parallelism"
 FITS, PREEMPTS, PENDING, BLOCKED = "fits", "preempts", "pending", "blocked"
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 
 
 class CannotJudge(TopologyError):
@@ -418,6 +419,12 @@ class _WorkloadFit:
                                    lambda removed: self.place(by_flavor, removed).failed is None)
         if not targets:
             return self._answer(PENDING, picks, reasons, placing.podsets, state, order, quota, stage)
+        if not self.ctx.fits_after(quota, targets):
+            # Kueue's processEntry: what the Workload would reserve must fit once the targets are gone; it
+            # counts `pods`, which the search for targets leaves out
+            cycle = self._answer(PENDING, picks, reasons, {}, state, order, quota, "quota")
+            cycle.message = NO_LONGER_FITS
+            return cycle
         after = self.place(by_flavor, {t.workload.ref for t in targets})
         cycle = self._answer(PREEMPTS, picks, reasons, after.podsets, state, order, quota, stage, after.usage)
         cycle.targets = targets
@@ -511,6 +518,20 @@ class _Context:
         return QuotaCheck(self.tree.queues[cq],
                           lambda fr, value: simulate(snap, cq, self.preemptor, self.policies.preemption, fr, value),
                           self.policies.preemption.borrow_within_cohort != "Never")
+
+    def fits_after(self, usage: Mapping[FlavorResource, int], targets: Sequence[Target]) -> bool:
+        """Kueue's `fits` check in processEntry: the usage fits the ClusterQueue with the targets gone."""
+        snap = self.snapshot()
+        if snap is None or self.queue.cluster_queue not in snap.tree.queues:
+            return True
+        cq = snap.tree.queues[str(self.queue.cluster_queue)]
+        for t in targets:
+            snap.remove(t.workload)
+        try:
+            return all(cq.available(fr) >= value for fr, value in usage.items())
+        finally:
+            for t in targets:
+                snap.add(t.workload)
 
     def targets(self, need: set[FlavorResource], usage: Mapping[FlavorResource, int],
                 tas_fits: Any) -> list[Target]:
