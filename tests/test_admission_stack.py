@@ -13,6 +13,7 @@ admit exactly K. Then the advice: for jobs that do not fit, one suggested change
 from __future__ import annotations
 
 import copy
+import json
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,11 +25,13 @@ from kueue_config.tas.slots import Shape, how_many
 from kueue_config.tas.workloads import workload_of
 from tests.admission_replay import Replay, isolate
 from tests.kubecluster import KubeCluster, kueue_cluster  # noqa: F401 (a fixture)
-from tests.kueue_workloads import admission, workload_of as workload_of_job
+from tests.kueue_workloads import admission, workload_of as workload_of_job, workloads
 from tests.operatorrun import wait_until
-from tests.quota_scenarios import QuotaScenario, random_scenario
-from tests.tas_cluster import GPU
+from tests.quota_scenarios import QuotaScenario, cluster_queue, local_queue, namespace, random_scenario
+from tests.tas_cluster import GPU, GPU_TOLERATION
+from tests.tas_scenarios import BLOCK, HOST, RACK, REQ, flavor, job, main_cluster, topology
 from tests.tas_replay import _create_job
+from topolabel.cli import main
 from tests.test_admission_oracle import SEEDS, _oracle
 from tests.tas_oracle import oracle_verdict
 
@@ -126,7 +129,7 @@ def _submit_copies(replay: Replay, job: dict[str, Any], copies: int) -> int:
     return admitted
 
 
-CAPACITY_SEEDS = (3, 11, 19)
+CAPACITY_SEEDS = (5, 13, 18)  # K = 6 (quota-bound), 4 (quota), 6 (topology)
 
 
 @pytest.mark.parametrize("seed", CAPACITY_SEEDS)
@@ -148,29 +151,79 @@ def test_capacity_k_then_k_plus_one_admits_exactly_k(kueue_cluster: KubeCluster,
         replay.cleanup()
 
 
-def _advice_case(api: Any, seed: int, tag: str) -> str | None:
-    sc = isolate(random_scenario(seed), tag)
+def _advice_case(api: Any, sc: QuotaScenario, admitted: list[str], kind: str, tag: str) -> str:
+    """"admitted" when the change of this kind that `fit` advises, applied to the job, is admitted by Kueue;
+    else what happened instead."""
+    sc = isolate(sc, tag)
     replay = Replay(api, sc)
     try:
-        replay.setup([b["name"] for b in _oracle(seed)["background"] if b["admitted"]])
+        replay.setup(admitted)
         workload = workload_of(sc.job, sc.name)
         assert workload is not None
         inputs = replay.inputs()
         report = judge(workload, inputs)
-        tips = [a for a in advise(workload, report, inputs) if a.manifest is not None]
+        # the cluster is shared: advice pointing at another scenario's namespace is right, but not this test's
+        tips = [a for a in advise(workload, report, inputs) if a.kind == kind
+                and a.manifest["metadata"]["namespace"].startswith(f"{tag}-")]
         if not tips:
-            return None
+            return f"{sc.name}: no {kind} advice for {report.kueue_message!r}"
         changed = copy.deepcopy(replay.sc)
-        changed.job = tips[0].manifest
+        changed.job = copy.deepcopy(tips[0].manifest)
+        changed.job["metadata"]["name"] = "advised"
         got = Replay(api, changed).submit(True)
-        return None if got["admitted"] else f"{sc.name}: advice {tips[0].text!r} applied, Kueue: {got['messages']}"
+        return "admitted" if got["admitted"] else f"{sc.name}: {tips[0].text!r} applied, Kueue: {got['messages']}"
     finally:
         replay.cleanup()
 
 
+# (seed, the advice applied): fewer pods against quota and topology, another namespace for a missing queue
+ADVICE_SEEDS = ((15, "fewer-pods"), (22, "fewer-pods"), (58, "fewer-pods"), (46, "other-namespace"),
+                (91, "fewer-pods"), (109, "fewer-pods"), (229, "fewer-pods"))
+
+
+def too_big_for_a_block() -> QuotaScenario:
+    """5 pods of 8 GPUs, each block holding 4 (tests/tas_scenarios.py's main cluster), one queue."""
+    queue = cluster_queue("cq-0", [("gpus", {GPU: {"nominalQuota": "1000"}})], [GPU])
+    kueue = [topology("topo", [BLOCK, RACK, HOST]), flavor("gpus", "topo", tolerations=[GPU_TOLERATION]), queue,
+             local_queue("gpu", "team-0", "cq-0")]
+    manifest = job(5, {REQ: BLOCK})
+    manifest["metadata"]["namespace"] = "team-0"
+    return QuotaScenario("too big for a block", main_cluster(), kueue, [namespace("team-0")], manifest)
+
+
 def test_advice_applied_is_admitted_by_kueue(kueue_cluster: KubeCluster) -> None:  # noqa: F811
-    """For jobs that do not fit, the first suggested change to the job, applied, is admitted by Kueue."""
-    cases = [seed for seed, kind in chosen() if kind in ("quota", "topology", "queue")][:12]
+    """For jobs that do not fit, a change `fit` advises, applied to the job, is admitted by Kueue: fewer pods,
+    preferred instead of required, the namespace where the queue exists."""
+    cases = [(random_scenario(seed), [b["name"] for b in _oracle(seed)["background"] if b["admitted"]], kind,
+              f"a{seed}") for seed, kind in ADVICE_SEEDS]
+    cases += [(too_big_for_a_block(), [], kind, f"ab{i}") for i, kind in enumerate(("fewer-pods", "preferred"))]
     with ThreadPoolExecutor(PARALLEL) as pool:
-        diffs = [d for d in pool.map(lambda s: _advice_case(kueue_cluster.api(), s, f"a{s}"), cases) if d]
-    assert diffs == []
+        results = list(pool.map(lambda c: _advice_case(kueue_cluster.api(), *c), cases))
+    assert results == ["admitted"] * len(cases), results
+
+
+def test_why_answers_for_a_pending_workload(kueue_cluster: KubeCluster, capsys) -> None:  # noqa: F811
+    """`topolabel why NAMESPACE/WORKLOAD` on a Workload Kueue keeps pending for quota: Kueue's own message, and
+    fewer pods as advice; on an admitted one: admitted."""
+    seed = 15  # pending for quota; fewer pods fit
+    sc = isolate(random_scenario(seed), f"w{seed}")
+    replay = Replay(kueue_cluster.api(), sc)
+    try:
+        replay.setup([b["name"] for b in _oracle(seed)["background"] if b["admitted"]])
+        got = replay.submit(False)
+        assert not got["admitted"]
+        ns = sc.job["metadata"]["namespace"]
+        (pending,) = [w for w in workloads(replay.api, ns) if not admission(w)]
+        ref = f"{ns}/{pending['metadata']['name']}"
+        kubeconfig = ["--kubeconfig", str(kueue_cluster.kubeconfig)]
+        assert main(["why", ref, *kubeconfig, "-o", "json"]) == 1
+        said = json.loads(capsys.readouterr().out)
+        assert said["outcome"] == "pending" and said["kueueMessage"] == got["messages"][-1]
+        assert said["kueueMessage"] == said["condition"]["message"]
+        assert [a["kind"] for a in said["advice"]][:1] == ["fewer-pods"]
+        admitted = next(w for ns_ in sc.namespaces for w in workloads(replay.api, ns_["metadata"]["name"])
+                        if admission(w))
+        assert main(["why", f"{admitted['metadata']['namespace']}/{admitted['metadata']['name']}", *kubeconfig]) == 0
+        assert "is admitted" in capsys.readouterr().out
+    finally:
+        replay.cleanup()

@@ -371,6 +371,8 @@ def with_count(workload: Workload, podset: str, count: int) -> Any | None:
         lookup(obj, ps.path[:3])["replicas"] = count
     elif workload.kind == "LeaderWorkerSet":
         obj["spec"]["leaderWorkerTemplate"]["size"] = count + (1 if podset == "worker" else 0)
+    elif workload.kind == "Workload":  # what `why` reads: the PodSet's count (the job's own field says the same)
+        lookup(obj, ps.path[:3])["count"] = count
     else:
         return None
     return obj
