@@ -22,9 +22,8 @@ from labeler.errors import InputError, TopologyError
 
 from ..output import console, emit, name_column, table
 from . import COMMANDS
-from .common import cluster_nodes, config_of
 from .fit import gates_flag
-from .tas_common import TASContext, admission_inputs, admission_parent, flavor_parent, placed_nodes, tas_context, tas_parent
+from .tas_common import TASContext, admission_parent, flavor_parent, read_admission, tas_parent
 
 EXAMPLES = """examples:
   topolabel capacity --size 8 --gpus 8 --within block --queue gpu --namespace team-a --kubeconfig ~/.kube/config
@@ -133,13 +132,7 @@ def print_capacity(cap: Capacity) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_of(args)
-    nodes = cluster_nodes(args)
-    ctx = tas_context(args, cfg, nodes)
-    if ctx.setup is None:
-        raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
-    nodes, notes = placed_nodes(nodes, ctx.snapshot)
-    inputs = admission_inputs(args, ctx, nodes)
+    ctx, inputs, notes = read_admission(args)
     shape = Shape(args.size, _requests(args), _level(args.within, ctx, args), args.preferred, args.slice_size,
                   _level(args.slice_within, ctx, args), args.queue, args.namespace)
     cap = capacity(shape, inputs, Gates.parse(args.kueue_feature_gates))

@@ -23,8 +23,7 @@ from labeler.files import read_text
 
 from ..output import console, emit, name_column, table
 from . import COMMANDS
-from .common import cluster_nodes, config_of
-from .tas_common import admission_inputs, admission_parent, flavor_parent, placed_nodes, tas_context, tas_parent
+from .tas_common import admission_parent, flavor_parent, read_admission, tas_parent
 
 EXAMPLES = """examples:
   topolabel fit job.yaml --kubeconfig ~/.kube/config
@@ -167,18 +166,12 @@ def as_json(report: FitReport, why: list[str], advice: list[Advice]) -> dict[str
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_of(args)
     gates = Gates.parse(args.kueue_feature_gates)
     docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
-    nodes = cluster_nodes(args)
-    ctx = tas_context(args, cfg, nodes)
-    if ctx.setup is None:
-        raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
-    nodes, notes = placed_nodes(nodes, ctx.snapshot)
+    _, inputs, notes = read_admission(args)
     if args.nodes and not args.pods:
         notes.append("no --pods given: every node counts as empty")
-    inputs = admission_inputs(args, ctx, nodes)
     answers = []
     for workload in workloads:
         report, why, advice = answer(workload, inputs, args, gates, args.file, not args.no_advice)

@@ -22,9 +22,8 @@ from labeler.files import read_text, write_atomic
 
 from ..output import console, emit
 from . import COMMANDS
-from .common import cluster_nodes, config_of
 from .fit import answer, gates_flag
-from .tas_common import admission_inputs, admission_parent, flavor_parent, placed_nodes, tas_context, tas_parent
+from .tas_common import admission_parent, flavor_parent, read_admission, tas_parent
 
 EXAMPLES = """examples:
   topolabel show --kubeconfig ~/.kube/config
@@ -93,14 +92,9 @@ def _json(views: list[FlavorView]) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_of(args)
-    nodes = cluster_nodes(args)
-    ctx = tas_context(args, cfg, nodes)
-    if ctx.setup is None:
-        raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
+    ctx, inputs, notes = read_admission(args)
+    assert ctx.setup is not None
     flavors = _flavors(ctx.setup, args.flavor, args.topology)
-    nodes, notes = placed_nodes(nodes, ctx.snapshot)
-    inputs = admission_inputs(args, ctx, nodes)
     nodes = list(inputs.nodes)
     free = free_capacity(nodes, inputs.pods)
     totals = allocatable(nodes)

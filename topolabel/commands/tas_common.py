@@ -23,8 +23,8 @@ from labeler.files import read_text
 from labeler.model import Level, Snapshot
 from labeler.nodes import Node, read_items
 
-from ..pipeline import read_snapshot
-from .common import connect
+from ..pipeline import read_config, read_snapshot
+from .common import cluster_nodes, connect
 
 
 def tas_parent() -> argparse.ArgumentParser:
@@ -136,6 +136,17 @@ def admission_inputs(args: argparse.Namespace, ctx: TASContext, nodes: list[Node
         inputs.namespaces = list_namespaces(api)
         inputs.priority_classes, inputs.default_priority = list_priority_classes(api)
     return inputs.drained(args.drain).without(args.without)
+
+
+def read_admission(args: argparse.Namespace) -> tuple[TASContext, Inputs, list[str]]:
+    """What `fit`, `show` and `capacity` read: the Kueue set-up, the nodes (placed by --snapshot), and
+    everything admission reads, with the what-ifs; and notes on what was assumed."""
+    nodes = cluster_nodes(args)
+    ctx = tas_context(args, read_config(args.config), nodes)
+    if ctx.setup is None:
+        raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
+    nodes, notes = placed_nodes(nodes, ctx.snapshot)
+    return ctx, admission_inputs(args, ctx, nodes), notes
 
 
 def running_pods(args: argparse.Namespace) -> list[PodUsage]:
