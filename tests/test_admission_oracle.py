@@ -29,9 +29,14 @@ from tests.tas_oracle import admission_payload, oracle_verdict, report_verdict, 
 SEEDS = range(240)
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=1)
+def _everything() -> dict[int, dict[str, Any]]:
+    """The oracle's answers for every seed, in one run of it."""
+    return dict(zip(SEEDS, run_oracle([admission_payload(random_scenario(seed)) for seed in SEEDS])))
+
+
 def _oracle(seed: int) -> dict[str, Any]:
-    return run_oracle(admission_payload(random_scenario(seed)))
+    return _everything()[seed] if seed in SEEDS else run_oracle(admission_payload(random_scenario(seed)))
 
 
 def inputs_of(sc: QuotaScenario, admitted: list[dict[str, Any]]) -> Inputs:
@@ -73,23 +78,38 @@ def test_the_scenarios_reach_every_outcome() -> None:
 
 
 CAPACITY_SEEDS = range(0, 240, 6)
+SHAPE = {GPU: "4"}
+
+
+def _shape(sc: QuotaScenario) -> Shape:
+    """2 pods of 4 GPUs, required in the Topology's second level, in the job's queue."""
+    levels = [lv["nodeLabel"] for lv in sc.kueue[0]["spec"]["levels"]]
+    return Shape(2, SHAPE, levels[min(1, len(levels) - 1)], queue="gpu", namespace=sc.job["metadata"]["namespace"])
+
+
+@lru_cache(maxsize=1)
+def _copies() -> dict[int, tuple[int, list[dict[str, Any]]]]:
+    """Per seed: the jobs `capacity` says fit, and the oracle's background answers for the scenario's background
+    jobs followed by that many copies plus one (all seeds in one run of the oracle)."""
+    counted, payloads = {}, []
+    for seed in CAPACITY_SEEDS:
+        sc = random_scenario(seed)
+        admitted = [b["object"] for b in _oracle(seed)["background"] if b["admitted"]]
+        shape = _shape(sc)
+        counted[seed] = how_many(shape, inputs_of(sc, admitted)).jobs
+        copies = [{**shape.job(), "metadata": {**shape.job()["metadata"], "name": f"copy-{i}"}}
+                  for i in range(counted[seed] + 1)]
+        payload = admission_payload(QuotaScenario(sc.name, sc.nodes, sc.kueue, sc.namespaces, sc.job,
+                                                  [*sc.background, *copies], sc.pods))
+        payloads.append({**payload, "workloads": []})
+    return {seed: (counted[seed], r["background"]) for seed, r in zip(CAPACITY_SEEDS, run_oracle(payloads))}
 
 
 @pytest.mark.parametrize("seed", CAPACITY_SEEDS)
 def test_capacity_is_what_kueue_admits_of_that_many_copies(seed: int) -> None:
     """`capacity` says K jobs of a shape fit: the oracle, given K + 1 copies after the scenario's background
     jobs, admits exactly K."""
-    sc = random_scenario(seed)
-    result = _oracle(seed)
-    admitted = [b["object"] for b in result["background"] if b["admitted"]]
-    levels = [lv["nodeLabel"] for lv in sc.kueue[0]["spec"]["levels"]]
-    shape = Shape(2, {GPU: "4"}, levels[min(1, len(levels) - 1)], queue="gpu", namespace=sc.job["metadata"]["namespace"])
-    jobs = how_many(shape, inputs_of(sc, admitted)).jobs
-    copies = QuotaScenario(sc.name, sc.nodes, sc.kueue, sc.namespaces, sc.job, [*sc.background, *(
-        {**shape.job(), "metadata": {**shape.job()["metadata"], "name": f"copy-{i}"}} for i in range(jobs + 1))],
-        sc.pods)
-    payload = admission_payload(copies)
-    payload["workloads"] = []
-    background = run_oracle(payload)["background"]
-    assert [b["admitted"] for b in background[:len(sc.background)]] == [b["admitted"] for b in result["background"]]
-    assert sum(b["admitted"] for b in background[len(sc.background):]) == jobs, (seed, jobs)
+    jobs, background = _copies()[seed]
+    before = len(random_scenario(seed).background)
+    assert [b["admitted"] for b in background[:before]] == [b["admitted"] for b in _oracle(seed)["background"]]
+    assert sum(b["admitted"] for b in background[before:]) == jobs, (seed, jobs)

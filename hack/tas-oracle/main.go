@@ -3,23 +3,25 @@
 // the sigs.k8s.io/kueue module) on a scenario read as JSON from stdin, and prints what Kueue decides, as
 // JSON, on stdout.
 //
-// It is the judge `topolabel fit` is compared with in tests/test_tas_oracle.py while no Kueue manager runs
-// in the tests: the code Kueue's scheduler calls, at Kueue's default feature gates, stepped as the scheduler
+// It is the judge `topolabel fit` is compared with in tests/test_tas_oracle.py and tests/test_admission_oracle.py:
+// the code Kueue's scheduler calls, at Kueue's default feature gates, stepped as the scheduler
 // steps it (nominate, getInitialAssignments, updateAssignmentForTAS, processEntry), without the API server,
 // the job controllers and the webhooks (those are judged on the real stack).
 //
-// Input:  {"topologies": [Topology], "flavors": [ResourceFlavor], "clusterQueue": ClusterQueue,
+// Input, one scenario or a JSON array of them:
 //
-//	"clusterQueues": [ClusterQueue], "cohorts": [Cohort], "localQueues": [LocalQueue],
-//	"namespaces": [Namespace], "nodes": [Node], "pods": [Pod],
-//	"background": [workload], "workloads": [workload], "maxCycles": n}
+//	{"topologies": [Topology], "flavors": [ResourceFlavor], "clusterQueue": ClusterQueue,
+//	 "clusterQueues": [ClusterQueue], "cohorts": [Cohort], "localQueues": [LocalQueue],
+//	 "namespaces": [Namespace], "nodes": [Node], "pods": [Pod],
+//	 "background": [workload], "workloads": [workload], "maxCycles": n}
 //	workload: {"name", "namespace", "queueName", "priority", "podSets": [{"name", "count", "template"}]}
 //
-// Output: {"background": [{"name", "admitted", "object": Workload}],
+// Output, one result or an array of them:
 //
-//	"workloads": [{"admitted": b, "outcome": "admitted"|"preempt"|"pending", "cycles": n, "messages": [s],
-//	               "targets": [namespace/name], "podSets": [{"name", "flavors", "levels",
-//	               "domains": [{"values", "count"}]}]}]}
+//	{"background": [{"name", "admitted", "object": Workload}],
+//	 "workloads": [{"admitted": b, "outcome": "admitted"|"preempt"|"pending", "cycles": n, "messages": [s],
+//	                "targets": [namespace/name], "podSets": [{"name", "flavors", "levels",
+//	                "domains": [{"values", "count"}]}]}]}
 //
 // Background workloads are submitted first, one after another; each one Kueue admits holds its quota and
 // capacity (as an admitted Workload with its admission), the others are dropped. Then the job's Workloads
@@ -34,6 +36,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -430,20 +433,48 @@ func run(ctx context.Context, log logr.Logger, sc scenario) (map[string]any, err
 	return map[string]any{"background": background, "workloads": results}, nil
 }
 
+// main reads one scenario, or a JSON array of them (one process for many: Kueue's packages take half a
+// second to initialise), and prints the result, or an array of results in the same order (a scenario that
+// cannot be run gives {"error": ...} in its place).
 func main() {
-	var sc scenario
-	if err := json.NewDecoder(os.Stdin).Decode(&sc); err != nil {
+	var raw json.RawMessage
+	if err := json.NewDecoder(os.Stdin).Decode(&raw); err != nil {
 		fmt.Fprintf(os.Stderr, "tas-oracle: reading the scenario: %v\n", err)
 		os.Exit(2)
 	}
 	log := logr.Discard()
 	ctx := ctrl.IntoContext(context.Background(), log)
-	results, err := run(ctx, log, sc)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "tas-oracle: %v\n", err)
-		os.Exit(2)
+	var out any
+	if trimmed := strings.TrimLeft(string(raw), " \t\r\n"); strings.HasPrefix(trimmed, "[") {
+		var scenarios []scenario
+		if err := json.Unmarshal(raw, &scenarios); err != nil {
+			fmt.Fprintf(os.Stderr, "tas-oracle: reading the scenarios: %v\n", err)
+			os.Exit(2)
+		}
+		results := make([]any, 0, len(scenarios))
+		for _, sc := range scenarios {
+			result, err := run(ctx, log, sc)
+			if err != nil {
+				results = append(results, map[string]string{"error": err.Error()})
+			} else {
+				results = append(results, result)
+			}
+		}
+		out = results
+	} else {
+		var sc scenario
+		if err := json.Unmarshal(raw, &sc); err != nil {
+			fmt.Fprintf(os.Stderr, "tas-oracle: reading the scenario: %v\n", err)
+			os.Exit(2)
+		}
+		result, err := run(ctx, log, sc)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "tas-oracle: %v\n", err)
+			os.Exit(2)
+		}
+		out = result
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(results); err != nil {
+	if err := json.NewEncoder(os.Stdout).Encode(out); err != nil {
 		fmt.Fprintf(os.Stderr, "tas-oracle: %v\n", err)
 		os.Exit(2)
 	}
