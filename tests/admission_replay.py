@@ -5,8 +5,8 @@ prefix, cluster-scoped Kueue objects (Topology, ResourceFlavors, Cohorts, Cluste
 WorkloadPriorityClasses) a suffix, every flavor selects only the scenario's nodes. `Replay` creates it all,
 submits the background jobs the oracle admitted one after another, each waited for until Kueue admits it,
 reads the cluster as `topolabel fit` does (`inputs`), then submits the job and reports what Kueue decides:
-admitted (and where), pending with its QuotaReserved message, or preempting (the message, and the
-workloads Kueue marked Preempted).
+admitted (and where), pending with its QuotaReserved messages (the condition's and its Pending Events'), or
+preempting (the messages, and the workloads Kueue marked Preempted).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from kueue_config.tas.cluster import (list_kueue_objects, list_namespaces, list_
 from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup
 from labeler.kube import list_nodes
-from tests.kueue_workloads import GROUP, VERSION, admission, condition, pending_message, workload_of, workloads
+from tests.kueue_workloads import (GROUP, VERSION, admission, condition, event_messages, pending_message,
+                                   workload_of, workloads)
 from tests.operatorrun import wait_until
 from tests.quota_scenarios import PRIORITY_LABEL, QuotaScenario
 from tests.tas_cluster import HOST
@@ -148,7 +149,7 @@ class Replay:
             wl = workload_of(self.api, ns, uid)
             placed = admission(wl) if wl else None
             if placed is not None:
-                return {"admitted": True, "messages": messages, "preempted": self.preempted(),
+                return {"admitted": True, "messages": self.messages(wl, messages), "preempted": self.preempted(),
                         "placed": {name: {"/".join(d): n for d, n in ps.domains.items()} for name, ps in placed.items()}}
             message = pending_message(wl) if wl else None
             if message is not None and message not in messages:
@@ -156,17 +157,26 @@ class Replay:
                 first = first or time.monotonic()
             now = time.monotonic()
             if messages and now > first + pending_for and (not expect_admission or now > started + 60):
-                return {"admitted": False, "messages": messages, "preempted": self.preempted(), "placed": {}}
+                return {"admitted": False, "messages": self.messages(wl, messages), "preempted": self.preempted(),
+                        "placed": {}}
             if now > started + WAIT:
                 raise TimeoutError(f"{self.sc.name}: Kueue neither admitted the Workload nor said why: {wl}")
             time.sleep(0.2)
 
+    def messages(self, wl: dict[str, Any], seen: list[str]) -> list[str]:
+        """The messages seen on the QuotaReserved condition, then those of Kueue's Pending Events for the
+        Workload (a condition polled can be overwritten unseen: while Kueue preempts, the next cycle rewrites
+        the first's message within milliseconds). Event notes Kueue cut at 1024 characters are left out."""
+        return seen + [m for m in dict.fromkeys(event_messages(self.api, wl)) if len(m) < 1024 and m not in seen]
+
     def preempted(self) -> list[str]:
+        """The workloads Kueue preempted: Preempted True, or, once admitted again elsewhere, reset to False
+        with Kueue's "Previously: " before the old message."""
         out = []
         for ns in self.sc.namespaces:
             for wl in workloads(self.api, ns["metadata"]["name"]):
                 found = condition(wl, "Preempted")
-                if found and found["status"] == "True":
+                if found and (found["status"] == "True" or (found.get("message") or "").startswith("Previously: ")):
                     out.append(f"{wl['metadata']['namespace']}/{wl['metadata']['name']}")
         return sorted(out)
 
