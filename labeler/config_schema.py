@@ -1,13 +1,17 @@
 """JSON Schemas of topolabel.yaml, generated from the config model, for editors, Helm and the CRD.
 
-`config_schema(sources)` is the schema of topolabel.yaml (JSON Schema 2020-12): the pydantic model's schema,
-with the `source` section spelled out per source type from each source's options model (keys as the file
-writes them, camelCase). The YAML language server completes and checks a file that names it. Callers pass
-the option models (`providers.registry.option_models()`), since the core does not know the sources.
+`config_schema(sources, exporters)` is the schema of topolabel.yaml (JSON Schema 2020-12): the pydantic
+model's schema, with the `source` section spelled out per source type and the `export` section per output
+format, from each one's options model (keys as the file writes them, camelCase). The YAML language server
+completes and checks a file that names it. Callers pass the option models (`providers.registry.option_models()`,
+`exporters.registry.option_models()`), since the core knows neither the sources nor the outputs.
 
 `resource_schema(config)` wraps it as the TopologyLabeler custom resource (the config is its `spec`), and
 `structural(config)` turns it into the OpenAPI v3 form a CRD's `openAPIV3Schema` accepts (no $refs or
-unions; quantities and the source's options stay open, and the operator checks them; see docs/gitops.md).
+unions; quantities stay open, and the operator checks them; see docs/gitops.md). The source section is one
+object with every source's options, each typed, and a CEL rule per option naming the sources it belongs to,
+so the API server refuses a misspelt preset or another source's option at `kubectl apply`; keys no source
+knows are kept for the operator, which reports them.
 """
 
 from __future__ import annotations
@@ -24,14 +28,19 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 Schema = dict[str, Any]
 
 
-def config_schema(sources: OptionModels) -> Schema:
-    """The schema of topolabel.yaml, with every source's options."""
+def config_schema(sources: OptionModels, exporters: OptionModels) -> Schema:
+    """The schema of topolabel.yaml, with every source's and every output format's options."""
     schema = _untitled(Config.model_json_schema(by_alias=True))
     defs = schema.setdefault("$defs", {})
     defs["SourceConfig"] = {
         "description": "Where topology comes from: `type` picks the source, the other keys are its options "
                        "(the same names as its flags, camelCase).",
         "oneOf": [options_schema(name, model, defs) for name, model in sorted(sources.items())],
+    }
+    export = schema["properties"]["export"]
+    schema["properties"]["export"] = {
+        "description": export["description"], "type": "object", "additionalProperties": False,
+        "properties": {name: _options_object(f"{name} export", model, defs) for name, model in exporters.items()},
     }
     return {"$schema": DIALECT, "$id": "https://topolabel.dev/schemas/topolabel.schema.json",
             "title": "topolabel.yaml", **{k: v for k, v in schema.items() if k != "title"}}
@@ -40,12 +49,17 @@ def config_schema(sources: OptionModels) -> Schema:
 def options_schema(name: str, model: type[BaseModel], defs: dict[str, Any], *, own: Mapping[str, Any] = {}) -> Schema:
     """One source's options as an object whose `type` is `name`; `own` adds keys of the caller (a combined
     source's part adds `levels` and `missing`). Nested definitions go into `defs`."""
+    return _options_object(f"{name} source", model, defs, {"type": {"const": name}, **own})
+
+
+def _options_object(title: str, model: type[BaseModel], defs: dict[str, Any], own: Mapping[str, Any] = {}) -> Schema:
+    """An options model as the file writes it (camelCase keys), after the caller's `own` keys."""
     schema = _untitled(model.model_json_schema(by_alias=True))
     defs.update(schema.pop("$defs", {}))
-    props = {"type": {"const": name}, **own, **{camel(k): v for k, v in (schema.get("properties") or {}).items()}}
-    out: Schema = {"type": "object", "title": f"{name} source", "properties": props,
-                   "required": ["type", *(camel(k) for k in schema.get("required") or [])],
-                   "additionalProperties": False}
+    props = {**own, **{camel(k): v for k, v in (schema.get("properties") or {}).items()}}
+    required = [*(k for k in own if k == "type"), *(camel(k) for k in schema.get("required") or [])]
+    out: Schema = {"type": "object", "title": title, "properties": props,
+                   **({"required": required} if required else {}), "additionalProperties": False}
     if schema.get("description"):
         out["description"] = schema["description"]
     return out
@@ -76,11 +90,41 @@ def structural(config: Schema) -> Schema:
     return _structural(body, defs)
 
 
+# Words CEL reserves: a property so named is `__word__` in a rule (Kubernetes' escaping).
+CEL_RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+                          "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+                          "void", "while"})
+
+
 def _open_source(source: Mapping[str, Any]) -> Schema:
-    """The source section with its type checked and its options kept as written."""
+    """The source section as one object: its type checked, every source's options typed (an option two sources
+    define differently is left untyped), a CEL rule per option naming the sources it belongs to, and unknown
+    keys kept as written (the operator reports them)."""
+    owners: dict[str, list[str]] = {}
+    schemas: dict[str, list[Any]] = {}
+    for option in source.get("oneOf") or []:
+        name = option["properties"]["type"]["const"]
+        for key, value in option["properties"].items():
+            if key != "type":
+                owners.setdefault(key, []).append(name)
+                schemas.setdefault(key, []).append(value)
     names = [option["properties"]["type"]["const"] for option in source.get("oneOf") or []]
+    properties = {"type": {"type": "string", "enum": names}}
+    properties.update({key: found[0] for key, found in schemas.items() if all(s == found[0] for s in found)})
     return {"description": source.get("description", ""), "type": "object", "required": ["type"],
-            "properties": {"type": {"type": "string", "enum": names}}, "additionalProperties": True}
+            "properties": properties, "additionalProperties": True,
+            "x-kubernetes-validations": [_belongs(key, owners[key]) for key in sorted(owners)]}
+
+
+def _belongs(key: str, sources: list[str]) -> dict[str, str]:
+    """The CEL rule that `key` is given only with a source that has it."""
+    if not key.isalnum():
+        raise ValueError(f"source option {key!r} is not a plain CEL identifier")
+    field = f"__{key}__" if key in CEL_RESERVED else key
+    types = ", ".join(f"'{name}'" for name in sources)
+    owners = f"the {' and '.join(sources)} source{'s' if len(sources) > 1 else ''}"
+    return {"rule": f"!has(self.{field}) || self.type in [{types}]", "message": f"{key} is an option of {owners}",
+            "messageExpression": f"'{key} is an option of {owners}, not of ' + self.type"}
 
 
 def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
@@ -91,12 +135,14 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
         nullable = len(kinds) < len(options)
         if len(kinds) == 1:
             out = _structural({**{k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}, **kinds[0]}, defs)
-        else:
-            out = _described(node, {"x-kubernetes-preserve-unknown-fields": True})
+        else:  # kept as written; typed when every option has the same type, so CEL rules can name it
+            types = {o.get("type") for o in kinds}
+            out = _described(node, {"x-kubernetes-preserve-unknown-fields": True,
+                                    **({"type": types.pop()} if len(types) == 1 and None not in types else {})})
         return {**out, "nullable": True} if nullable else out
     out = _described(node, {})
     for key in ("type", "enum", "pattern", "maxLength", "minLength", "minimum", "maximum", "minItems", "maxItems",
-                "required"):
+                "required", "x-kubernetes-validations"):
         if key in node:
             out[key] = copy.deepcopy(node[key])
     if "const" in node:

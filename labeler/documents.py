@@ -1,4 +1,5 @@
-"""YAML and JSON documents read safely: bounded nesting and alias expansion, plain data only, one-line errors.
+"""YAML and JSON documents read safely: bounded nesting and alias expansion, plain data only, one-line errors;
+and written by one dumper (`dump_yaml`), so every command's YAML looks alike.
 
 Every reader of a user's file goes through here. YAML is parsed by libyaml (`CSafeLoader`) where it is
 installed, many times faster than the pure-Python loader on large node lists. Before anything is built,
@@ -40,6 +41,23 @@ def _loaders() -> tuple[type, type, type]:
         yaml, {"bool", "int", "float", "null", "merge", "value"}, bools=False)})
     strings = type("StringsLoader", (base,), {"yaml_implicit_resolvers": _resolvers(yaml, {"null"}, bools=True)})
     return base, data, strings
+
+
+def dump_yaml(data: Any, width: int = 120, explicit_start: bool = False) -> str:
+    """Plain data as YAML for people and Git: keys in the order they were built, block style, and no anchors or
+    aliases (`remove: &id001 []` ... `*id001` where two values are one object in memory). Every command's
+    YAML (`-o yaml`, Kueue files, exports) is written here."""
+    import yaml
+
+    return yaml.dump(data, Dumper=_dumper(), sort_keys=False, default_flow_style=False, width=width,
+                     explicit_start=explicit_start)
+
+
+@functools.cache
+def _dumper() -> type:
+    import yaml
+
+    return type("PlainDumper", (yaml.SafeDumper,), {"ignore_aliases": lambda self, data: True})
 
 
 def _resolvers(yaml: Any, keep: set[str], bools: bool) -> dict[str, list[Any]]:
@@ -112,7 +130,7 @@ def check_yaml(text: str, origin: str) -> None:
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels (line {event.start_mark.line + 1})")
+                    raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels (line {_line(event)})")
                 sizes.append(1)
                 anchors.append(event.anchor)
                 continue
@@ -126,7 +144,7 @@ def check_yaml(text: str, origin: str) -> None:
                 if event.anchor:
                     known[event.anchor] = 1
             elif isinstance(event, yaml.AliasEvent):
-                size = known.get(event.anchor, 1)
+                size = known.get(event.anchor or "", 1)
             else:
                 continue
             if sizes:
@@ -135,9 +153,15 @@ def check_yaml(text: str, origin: str) -> None:
                 expanded += size
             if expanded + sum(sizes) > MAX_EXPANSION * events + _SLACK:
                 raise InputError(f"{origin}: aliases expand the document to more than {MAX_EXPANSION} times its size "
-                                 f"(line {event.start_mark.line + 1}); refused")
+                                 f"(line {_line(event)}); refused")
     except yaml.YAMLError as exc:
         raise InputError(f"{origin}: not valid YAML: {yaml_error(exc)}") from None
+
+
+def _line(event: Any) -> str:
+    """The line a parser event starts on (libyaml marks every event; PyYAML's types allow none)."""
+    mark = event.start_mark
+    return str(mark.line + 1) if mark is not None else "?"
 
 
 def yaml_error(exc: Exception) -> str:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kueue_config.tas.fit import FitReport
-from tests.conftest import ROOT, skip_or_fail
 from kueue_config.tas.workloads import GROUP_NAME, QUEUE_LABEL, Workload
+from tests.conftest import ROOT, skip_or_fail
 
 CACHE = Path(os.environ.get("TOPOLABEL_CACHE") or Path.home() / ".cache" / "topolabel")
 

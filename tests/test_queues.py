@@ -81,7 +81,7 @@ def test_the_two_teams_example_is_what_kueue_accepts_and_shares_each_pool() -> N
     ({"fraction": 0.5, "step": "1Ti"}, "14800Gi", "7Ti"), ({"fraction": 0.25, "step": "500m"}, "3", "500m"),
 ])
 def test_an_amount_is_fixed_a_fraction_or_rounded_down_to_a_step(amount: Any, capacity: str, expected: str) -> None:
-    from kueue_config.quantities import format_quantity, parse
+    from labeler.quantities import format_quantity, parse
     assert format_quantity(Amount.model_validate(amount).of(parse(capacity))) == expected
 
 
@@ -210,7 +210,7 @@ def test_problems_name_a_missing_pool_a_lending_limit_above_the_quota_an_overcom
     ({"clusterQueues": [{"name": "a", "quota": {"nvidia.com/gpus": 8}}]},
      'kueue.clusterQueues[0].quota["nvidia.com/gpus"]: not one of pools.resources; did you mean \'nvidia.com/gpu\'?'),
     ({"clusterQueues": [{"name": "a", "quota": {"cpu": {"fraction": 1.5}}}]},
-     "kueue.clusterQueues[0].quota.cpu.fraction: Input should be less than or equal to 1"),
+     "kueue.clusterQueues[0].quota.cpu.fraction: must be at most 1"),
     ({"quota": {"cpu": {"step": 0}}}, "kueue.quota.cpu.step: must be more than 0"),
     ({"quota": {"cpu": "lots"}}, "kueue.quota.cpu: 'lots' is not a Kubernetes quantity"),
     ({"quota": {"cpu": -1}}, "kueue.quota.cpu: -1 is negative"),
@@ -221,7 +221,7 @@ def test_problems_name_a_missing_pool_a_lending_limit_above_the_quota_an_overcom
                                                      "borrowWithinCohort": {"policy": "LowerPriority"}}}]},
      "kueue.clusterQueues[0].preemption.borrowWithinCohort.policy: must be Never when reclaimWithinCohort is Never"),
     ({"clusterQueues": [{"name": "a", "preemption": {"withinClusterQueue": "Any"}}]},
-     "kueue.clusterQueues[0].preemption.withinClusterQueue: Input should be"),
+     "kueue.clusterQueues[0].preemption.withinClusterQueue: must be 'Never', "),
     ({"cohorts": [{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]},
      "kueue.cohorts[0].parent: cohorts form a cycle: a -> b -> a"),
     ({"clusterQueues": [{"name": "a"}], "cohort": "c"},

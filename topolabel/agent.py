@@ -2,9 +2,10 @@
 
 It runs in a hostNetwork DaemonSet beside lldpd. Each round runs `lldpcli -f json0 show neighbors`, turns
 the output into the compact facts JSON (`providers.lldp.facts`), optionally asks `nvidia-smi` for the
-node's NVLink domain (`providers.gpu_clique`), and sends one merge patch to its own Node when the values
-changed, or when `resync` seconds passed (to restore an annotation someone removed). It never reads Nodes,
-so `patch` on nodes is all its RBAC grants; an admission policy keeps it to its own Node.
+node's NVLink domain (`providers.gpu_clique`) and reads its InfiniBand ports for fabric health
+(`PortWatch`), and sends one merge patch to its own Node when the values changed, or when `resync` seconds
+passed (to restore an annotation someone removed). It never reads Nodes, so `patch` on nodes is all its RBAC
+grants; an admission policy keeps it to its own Node.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from typing import Any, Callable, Generic, Mapping, Sequence, TextIO, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import SourceError, TopolabelError
 from labeler.hosttools import run_tool
 from labeler.kube import api_error
+from providers.infiniband.portrecord import encode, make_record
+from providers.infiniband.sysfs import read_port_health
 from providers.lldp.facts import Neighbor, parse_json0
 
 LLDPCLI_TIMEOUT = 30.0
@@ -49,15 +52,36 @@ def annotation_patch(values: Mapping[str, str | None]) -> dict[str, Any]:
     return {"metadata": {"annotations": dict(values)}}
 
 
-@dataclass
-class Agent:
-    """One node's publisher: `collect` gives the annotation value, `publish` writes it to the Node."""
+class PortWatch:
+    """This node's InfiniBand ports, read every round: the record (`providers.infiniband.portrecord`) of their
+    states, rates and how much their error counters rose since the round before; None without any port."""
 
-    collect: Callable[[], str]
-    publish: Callable[[str], None]
+    def __init__(self, sysfs: str, counters: Sequence[str], clock: Callable[[], float] = time.time) -> None:
+        self.sysfs, self.counters, self.clock = sysfs, tuple(counters), clock
+        self.before: dict[str, dict[str, int]] | None = None
+        self.at = 0.0
+
+    def __call__(self) -> str | None:
+        ports = read_port_health(self.sysfs, self.counters)
+        now = self.clock()
+        record = make_record(ports, self.before, now - self.at, now)
+        self.before, self.at = {p.name: p.counters for p in ports}, now
+        return encode(record) if ports else None
+
+
+ValueT = TypeVar("ValueT")
+
+
+@dataclass
+class Agent(Generic[ValueT]):
+    """One node's publisher: `collect` gives the value (an annotation's text, or the values of several
+    annotations), `publish` writes it to the Node."""
+
+    collect: Callable[[], ValueT]
+    publish: Callable[[ValueT], None]
     resync: float = 3600.0
     clock: Callable[[], float] = time.monotonic
-    last: str | None = field(default=None, init=False)
+    last: ValueT | None = field(default=None, init=False)
     written_at: float = field(default=float("-inf"), init=False)
 
     def round(self) -> bool:
@@ -71,7 +95,7 @@ class Agent:
         return True
 
 
-def run(agent: Agent, interval: float, once: bool, log: TextIO = sys.stderr,
+def run(agent: Agent[Any], interval: float, once: bool, log: TextIO = sys.stderr,
         sleep: Callable[[float], None] = time.sleep, alive: Path | None = None) -> int:
     """Rounds every `interval` seconds (with jitter, so a DaemonSet does not patch in step).
 

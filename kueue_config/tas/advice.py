@@ -188,6 +188,14 @@ def _with_annotation(workload: Workload, change: Callable[[dict[str, Any]], None
     return obj
 
 
+def _requiring(level: str) -> Callable[[dict[str, Any]], None]:
+    """A change to a pod template's annotations: a required level, if it has one, becomes `level`."""
+    def change(annotations: dict[str, Any]) -> None:
+        if REQUIRED in annotations:
+            annotations[REQUIRED] = level
+    return change
+
+
 def advise(workload: Workload, report: FitReport, inputs: Inputs, gates: Gates = Gates()) -> list[Advice]:
     """Changes that make the job fit, each judged again; the first kind that works, smallest first."""
     if report.outcome == FITS:
@@ -251,7 +259,7 @@ def _looser(workload: Workload, report: FitReport, trial: _Trial) -> list[Advice
                                        f"(`--within {level} --preferred`): Kueue then spreads the pods over more "
                                        "domains when one does not hold them", preferred))
     for coarser in reversed(report.levels[:report.levels.index(level)]):
-        changed = _with_annotation(workload, lambda a, c=coarser: a.update({REQUIRED: c}) if REQUIRED in a else None)
+        changed = _with_annotation(workload, _requiring(coarser))
         if trial.fits(changed):
             out.append(Advice("coarser-level", f"require one {coarser.rsplit('/', 1)[-1]} instead of one "
                                                f"{level.rsplit('/', 1)[-1]} (`--within {coarser}`)", changed))

@@ -13,7 +13,7 @@ each holding its quota and capacity for the next.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import AbstractSet, Any, Mapping, Sequence
 
 from labeler.errors import TopologyError
 from labeler.names import HOSTNAME
@@ -167,7 +167,8 @@ class Usage:
     admitted: Sequence[Admitted]
     hostname_flavors: frozenset[str]
 
-    def for_flavor(self, flavor: Flavor, removed: set[str] = frozenset(), empty: bool = False) -> dict[str, Resources]:
+    def for_flavor(self, flavor: Flavor, removed: AbstractSet[str] = frozenset(),
+                   empty: bool = False) -> dict[str, Resources]:
         if empty:
             return {}
         shared = flavor.name in self.hostname_flavors
@@ -357,7 +358,7 @@ class _WorkloadFit:
             by_flavor.setdefault(tas[0][0], (tas[0][1], []))[1].append(i)
         return by_flavor, errors
 
-    def place(self, by_flavor: Mapping[str, tuple[Flavor, list[int]]], removed: set[str] = frozenset(),
+    def place(self, by_flavor: Mapping[str, tuple[Flavor, list[int]]], removed: AbstractSet[str] = frozenset(),
               empty: bool = False) -> _Placing:
         """Kueue's `FindTopologyAssignmentsForWorkload`: flavors in name order, PodSet groups in order, each after
         the ones before; flavors placing by hostname share what this Workload took. Stops at the first failure."""

@@ -281,7 +281,7 @@ def _find_flavor(members: Sequence[Member], requests: Mapping[str, int], rg: Res
         rep = BEST
         for resource in wanted:
             if quota is None:
-                pm, borrow, why = FIT, 0, []
+                pm, borrow, why = FIT, 0, list[str]()
             else:
                 fr = (flavor.name, resource)
                 pm, borrow, why = quota.fits(fr, usage.get(fr, 0), requests[resource])

@@ -104,7 +104,7 @@ def inactive_reason(setup: TASSetup, name: str) -> str | None:
 
 
 def _expression(labels: Mapping[str, str], expr: Mapping[str, Any]) -> bool:
-    key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    key, op, values = str(expr.get("key")), expr.get("operator"), [str(v) for v in expr.get("values") or []]
     if op == "In":
         return key in labels and labels[key] in values
     if op == "NotIn":

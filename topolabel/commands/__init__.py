@@ -17,7 +17,9 @@ COMMANDS = {
     "why": "why is this Workload pending, and what would let it in",
     "capacity": "how many jobs of a shape Kueue would admit now, where, and the room per level",
     "show": "draw each flavor's topology with free/total GPUs per domain (terminal or SVG)",
+    "health": "which nodes fabric health would take out of placement, and why",
     "export": "the topology for Slurm (topology.conf/.yaml), Volcano or KAI",
     "config": "print the config's JSON Schema, or check config files",
     "completion": "print a shell completion script (bash, zsh, fish)",
+    "help": "a command's help, or `help sources`: the sources and label presets",
 }

@@ -20,7 +20,8 @@ from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.slots import Capacity, Shape, capacity
 from labeler.errors import InputError, TopologyError
 
-from ..output import console, emit, name_column, table
+from ..output import console, emit, for_people, view_of
+from ..tables import Column, View, render
 from . import COMMANDS
 from .fit import gates_flag
 from .tas_common import TASContext, admission_parent, flavor_parent, read_admission, tas_parent
@@ -103,7 +104,7 @@ def _describe(s: Shape) -> str:
     return text + f", LocalQueue {s.namespace}/{s.queue}"
 
 
-def print_capacity(cap: Capacity) -> None:
+def print_capacity(cap: Capacity, view: View) -> None:
     con = console()
     con.print(f"{escape(_describe(cap.shape))}: [bold]{cap.jobs}[/] would be admitted now"
               + (f" (ClusterQueue {escape(cap.cluster_queue)})" if cap.cluster_queue else ""))
@@ -113,22 +114,16 @@ def print_capacity(cap: Capacity) -> None:
         where = ", ".join(f"{names[d['values'][-1]]} ({d['pods']})" for d in p["domains"]) or "kube-scheduler places it"
         con.print(f"  {i}: flavor {escape(str(p['flavor']))} - {escape(where)}")
     if cap.stopped_by:
-        con.print(f"The next one: Kueue says: {escape(cap.stopped_by)}")
+        con.print(f"The next one: Kueue: {escape(cap.stopped_by)}")
     if cap.flavors:
         con.print("Room per level (pods of this shape the roomiest domain holds; domains holding a whole job):")
     for f in cap.flavors:
         con.print(f"flavor {escape(f.flavor)} (Topology {escape(f.topology)}): {f.jobs} job(s) in it alone")
         rows = [(lv.level.rsplit("/", 1)[-1], str(lv.domains), names.get(lv.largest_domain) or "-", str(lv.largest),
                  str(lv.holding_job)) for lv in f.levels]
-        grid = table()
-        name_column(grid, "level", [r[0] for r in rows])
-        grid.add_column("domains", justify="right")
-        name_column(grid, "roomiest", [r[2] for r in rows])
-        grid.add_column("pods", justify="right")
-        grid.add_column("hold a job", justify="right")
-        for row in rows:
-            grid.add_row(*(escape(x) for x in row))
-        con.print(grid)
+        for line in render([Column("LEVEL", "name"), Column("DOMAINS", right=True), Column("ROOMIEST"),
+                            Column("PODS", right=True), Column("HOLD A JOB", right=True)], rows, view):
+            con.print(line, markup=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,8 +131,8 @@ def run(args: argparse.Namespace) -> int:
     shape = Shape(args.size, _requests(args), _level(args.within, ctx, args), args.preferred, args.slice_size,
                   _level(args.slice_within, ctx, args), args.queue, args.namespace)
     cap = capacity(shape, inputs, Gates.parse(args.kueue_feature_gates))
-    if args.output == "table":
-        print_capacity(cap)
+    if for_people(args):
+        print_capacity(cap, view_of(args))
         for note in notes:
             console().print(f"[yellow]note:[/] {escape(note)}")
     else:

@@ -6,7 +6,6 @@ import argparse
 import sys
 from typing import Any
 
-from rich import box
 from rich.markup import escape
 
 from kueue_config.tas import jobfile
@@ -21,7 +20,8 @@ from kueue_config.tas.workloads import Workload, workloads_in
 from labeler.errors import TopologyError
 from labeler.files import read_text
 
-from ..output import console, emit, name_column, table
+from ..output import console, emit, for_people, view_of
+from ..tables import Column, View, render
 from . import COMMANDS
 from .tas_common import admission_parent, flavor_parent, read_admission, tas_parent
 
@@ -85,14 +85,14 @@ def _where(p: PodSetFit) -> list[str]:
 
 def _nodes(p: PodSetFit) -> list[str]:
     if not p.fits:
-        return ["[red]no place[/]"]
-    lines = [escape(f"{n.get('node') or n.get('domain')}: {n['pods']}") for n in p.nodes[:SHOWN_NODES]]
+        return ["no place"]
+    lines = [f"{n.get('node') or n.get('domain')}: {n['pods']}" for n in p.nodes[:SHOWN_NODES]]
     if len(p.nodes) > SHOWN_NODES:
         lines.append(f"+{len(p.nodes) - SHOWN_NODES} more (-o json)")
     return lines or ["-"]
 
 
-def print_report(workload: Workload, report: FitReport, why: list[str], advice: list[Advice]) -> None:
+def print_report(workload: Workload, report: FitReport, why: list[str], advice: list[Advice], view: View) -> None:
     """The answer for people: the verdict, Kueue's own message once, why in plain words, what would fit."""
     con = console()
     where = []
@@ -109,15 +109,15 @@ def print_report(workload: Workload, report: FitReport, why: list[str], advice: 
                                                         if report.podsets else "")
               + (f"; {escape(', '.join(where))}" if where else ""))
     if report.kueue_message:
-        con.print(f"Kueue says: {escape(report.kueue_message)}")
+        con.print(f"Kueue: {escape(report.kueue_message)}")
     for line in why:
         con.print(f"Why: {escape(line)}")
     if advice:
         con.print("What would fit (each change judged again as Kueue would):")
-        for a in advice:
-            con.print(f"  - {escape(a.text)}")
+        for tip in advice:
+            con.print(f"  - {escape(tip.text)}")
     if report.podsets:
-        _podset_table(workload, report)
+        _podset_table(workload, report, view)
     excluded = report.excluded.text(report.flavor, report.flavor_labels)
     if excluded:
         con.print(f"nodes left out: {escape(excluded)}")
@@ -131,20 +131,14 @@ def print_report(workload: Workload, report: FitReport, why: list[str], advice: 
         con.print(f"[yellow]note:[/] {escape(note)}")
 
 
-def _podset_table(workload: Workload, report: FitReport) -> None:
+def _podset_table(workload: Workload, report: FitReport, view: View) -> None:
     several = workload.workloads > 1
-    rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), "\n".join(_where(p)),
-             "\n".join(_nodes(p))) for p in report.podsets]
-    grid = table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    name_column(grid, "PodSet", [r[0] for r in rows])
-    grid.add_column("pods", justify="right")
-    grid.add_column("request")
-    name_column(grid, "placed in", [r[3] for r in rows])
-    name_column(grid, "nodes: pods", [r[4] for r in rows])
-    for row in rows:
-        grid.add_row(*(escape(x) for x in row[:4]), row[4])
+    rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), _where(p), _nodes(p))
+            for p in report.podsets]
     con = console()
-    con.print(grid)
+    for line in render([Column("PODSET", "name"), Column("PODS", right=True), Column("REQUEST", "prose"),
+                        Column("PLACED IN"), Column("NODES: PODS")], rows, view):
+        con.print(line, markup=False)
     for p in report.podsets:
         if p.note:
             con.print(f"[yellow]note:[/] PodSet {escape(p.podset)}: {escape(p.note)}")
@@ -177,9 +171,9 @@ def run(args: argparse.Namespace) -> int:
         report, why, advice = answer(workload, inputs, args, gates, args.file, not args.no_advice)
         report.problems += notes
         answers.append((workload, report, why, advice))
-    if args.output == "table":
+    if for_people(args):
         for workload, report, why, advice in answers:
-            print_report(workload, report, why, advice)
+            print_report(workload, report, why, advice, view_of(args))
     else:
         data = [as_json(r, w, a) for _, r, w, a in answers]
         emit(data[0] if len(data) == 1 else data, args.output)

@@ -17,7 +17,7 @@ from kueue_config.tas.gates import Gates
 from kueue_config.tas.workloads import from_kueue_workload
 from labeler.errors import InputError
 
-from ..output import console, emit
+from ..output import console, emit, for_people, view_of
 from . import COMMANDS
 from .common import cluster_nodes, config_of, connect
 from .fit import answer, as_json, gates_flag, print_report
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         admission = (obj.get("status") or {}).get("admission") or {}
         text = (f"Workload {args.workload} is admitted: quota reserved in ClusterQueue {admission.get('clusterQueue')}"
                 f" ({reserved.get('message', '')})")
-        if args.output == "table":
+        if for_people(args):
             console().print(escape(text))
         else:
             emit({"workload": args.workload, "admitted": True, "admission": admission}, args.output)
@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if kueue_says and kueue_says != report.kueue_message:
         report.problems.append(f"the Workload itself says: {kueue_says} (Kueue wrote it at its last scheduling "
                                "cycle; the cluster may have changed since, or it was another flavor's turn)")
-    if args.output == "table":
-        print_report(workload, report, why, advice)
+    if for_people(args):
+        print_report(workload, report, why, advice, view_of(args))
     else:
         emit({"workload": args.workload, "admitted": False, "condition": reserved,
               **as_json(report, why, advice)}, args.output)
