@@ -130,12 +130,21 @@ class Replay:
                 missed.append(job["metadata"]["name"])
         return missed
 
-    def inputs(self) -> Inputs:
-        """The cluster as `topolabel fit --kubeconfig` reads it."""
-        setup = TASSetup.from_objects(list_kueue_objects(self.api), "cluster")
+    def inputs(self, alone: bool = False) -> Inputs:
+        """The cluster as `topolabel fit --kubeconfig` reads it; `alone`: as it would read a cluster holding this
+        scenario and no other (advice searches the whole cluster, and another scenario's namespace with a
+        LocalQueue of the same name is a right answer, but not this scenario's)."""
+        tag = self.sc.nodes[0]["metadata"]["labels"][SCENARIO_LABEL]
+        mine = (lambda ns: ns.startswith(f"{tag}-")) if alone else (lambda ns: True)
+        kueue = [o for o in list_kueue_objects(self.api) if not alone or (
+            mine(o["metadata"]["namespace"]) if o["kind"] == "LocalQueue" else o["metadata"]["name"].endswith(f"-{tag}"))]
+        nodes = [n for n in list_nodes(self.api) if not alone or n.labels.get(SCENARIO_LABEL) == tag]
+        names = {n.name for n in nodes}
         classes, default = list_priority_classes(self.api)
-        return Inputs(setup, list_nodes(self.api), parse_pods(list_pods(self.api), "cluster"),
-                      list_workloads(self.api), list_namespaces(self.api), classes, default)
+        return Inputs(TASSetup.from_objects(kueue, "cluster"), nodes,
+                      [p for p in parse_pods(list_pods(self.api), "cluster") if not alone or p.node in names],
+                      [w for w in list_workloads(self.api) if mine(w["metadata"]["namespace"])],
+                      {ns: labels for ns, labels in list_namespaces(self.api).items() if mine(ns)}, classes, default)
 
     def submit(self, expect_admission: bool, pending_for: float = 3.0) -> dict[str, Any]:
         """Submit the job; Kueue's decision: admitted and where, or the QuotaReserved messages it showed

@@ -3,9 +3,11 @@
 `explain` says what stops the job at the stage Kueue stopped it: the queue (which LocalQueues exist, and
 where), the quota (nominal, in use, what the cohort lends), or the topology (the roomiest domain at the
 level asked for, and what it holds). `advise` proposes changes - fewer pods, a coarser level, `preferred`
-instead of required, another LocalQueue of the namespace, waiting for named workloads - and keeps only
-those that, applied to the job and judged again the way Kueue would (quota, TAS, preemption), make it fit.
-Nothing is guessed: every piece of advice was run.
+instead of required, another LocalQueue of the namespace, waiting for named workloads, and when none of
+these alone does, fewer pods once named workloads finish - and keeps only those that, applied to the job and
+judged again the way Kueue would (quota, TAS, preemption), make it fit. Nothing is guessed: every piece of
+advice was run. A queue with no quota for the job, or stopped, has no advice: only an administrator can change
+that, and `explain` says so.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ MAX_WAIT = 8  # workloads one piece of advice may ask to wait for
 class Advice:
     """One change that was checked: applied to the job, Kueue would admit it (`outcome` fits)."""
 
-    kind: str  # fewer-pods, coarser-level, preferred, other-queue, wait-for
+    kind: str  # fewer-pods, coarser-level, preferred, other-queue, other-namespace, wait-for, fewer-pods-after-waiting
     text: str
     manifest: Any | None = None  # the job with the change (None: the job stays as it is)
     without: tuple[str, ...] = ()  # workloads to wait for
@@ -210,6 +212,8 @@ def advise(workload: Workload, report: FitReport, inputs: Inputs, gates: Gates =
         out += _looser(workload, report, trial)
     out += _wait_for(workload, report, trial)
     out += _other_queue(workload, trial)
+    if not out and failed is not None and report.stage != "flavors":
+        out += _fewer_pods_after_waiting(workload, report, failed.podset, failed.pods, trial)
     return out
 
 
@@ -294,32 +298,64 @@ def _other_namespace(workload: Workload, trial: _Trial) -> list[Advice]:
     return []
 
 
-def _wait_for(workload: Workload, report: FitReport, trial: _Trial) -> list[Advice]:
-    """The fewest admitted workloads whose finishing would let the job in: one alone if one does, else the
-    lowest-priority, newest ones added until it fits, then those not needed taken back out."""
-    flavors = {f.name for f in trial.inputs.setup.flavors.values()}
-    mine = {report.flavor} if report.flavor else flavors
-    candidates = [a for a in trial.inputs.admitted() if any(fr[0] in mine for fr in a.quota) or set(a.tas) & mine]
-    if not candidates:
-        return []
-    candidates.sort(key=lambda a: (a.priority, [-ord(c) for c in a.reserved_at], a.uid))
+def _candidates(report: FitReport, trial: _Trial) -> list[Admitted]:
+    """The admitted workloads whose finishing could free what the job needs: those holding quota or topology
+    of a flavor of the job's ClusterQueue (every flavor when it has none), lowest priority and newest first,
+    MAX_WAIT at most."""
+    cq = trial.inputs.setup.cluster_queue_objects.get(report.cluster_queue or "") or {}
+    mine = {str(f.get("name")) for rg in (cq.get("spec") or {}).get("resourceGroups") or []
+            for f in rg.get("flavors") or []} or {f.name for f in trial.inputs.setup.flavors.values()}
+    found = [a for a in trial.inputs.admitted() if any(fr[0] in mine for fr in a.quota) or set(a.tas) & mine]
+    found.sort(key=lambda a: (a.priority, [-ord(c) for c in a.reserved_at], a.uid))
+    return found[:MAX_WAIT]
 
-    def fits(chosen: list[Admitted]) -> bool:
-        return trial.fits(workload.obj, trial.inputs.without([a.ref for a in chosen]))
-    for one in candidates[:MAX_WAIT]:
+
+def _fewest(candidates: list[Admitted], fits: Callable[[list[Admitted]], bool]) -> list[Admitted] | None:
+    """The fewest candidates whose finishing makes `fits` true: one alone if one does, else candidates added in
+    order until it does, then those not needed taken back out; None when all of them are not enough."""
+    for one in candidates:
         if fits([one]):
-            return [_waiting([one])]
+            return [one]
     chosen: list[Admitted] = []
-    for wl in candidates[:MAX_WAIT]:
+    for wl in candidates:
         chosen.append(wl)
         if fits(chosen):
             for i in range(len(chosen) - 2, -1, -1):
                 if fits(chosen[:i] + chosen[i + 1:]):
                     chosen.pop(i)
-            return [_waiting(chosen)]
-    return []
+            return chosen
+    return None
+
+
+def _wait_for(workload: Workload, report: FitReport, trial: _Trial) -> list[Advice]:
+    """The fewest admitted workloads whose finishing would let the job in as it is."""
+    chosen = _fewest(_candidates(report, trial),
+                     lambda gone: trial.fits(workload.obj, trial.inputs.without([a.ref for a in gone])))
+    return [_waiting(chosen)] if chosen else []
+
+
+def _fewer_pods_after_waiting(workload: Workload, report: FitReport, podset: str, count: int,
+                              trial: _Trial) -> list[Advice]:
+    """When neither change alone fits: the most pods that fit once the candidates have finished, and the fewest
+    of them that must finish for that many (a job asking beyond its queue's quota while others hold it)."""
+    candidates = _candidates(report, trial)
+    if not candidates:
+        return []
+    after = _Trial(workload, trial.inputs.without([a.ref for a in candidates]), trial.gates)
+    fewer = _fewer_pods(workload, podset, count, 1, after)
+    if not fewer:
+        return []
+    changed = fewer[0].manifest
+    chosen = _fewest(candidates, lambda gone: trial.fits(changed, trial.inputs.without([a.ref for a in gone])))
+    if not chosen:
+        return []
+    return [Advice("fewer-pods-after-waiting", f"{fewer[0].text}, once {_names(chosen)} finish", changed,
+                   tuple(a.ref for a in chosen))]
+
+
+def _names(chosen: list[Admitted]) -> str:
+    return ", ".join(f"{a.ref} (ClusterQueue {a.cluster_queue}, priority {a.priority})" for a in chosen)
 
 
 def _waiting(chosen: list[Admitted]) -> Advice:
-    names = ", ".join(f"{a.ref} (ClusterQueue {a.cluster_queue}, priority {a.priority})" for a in chosen)
-    return Advice("wait-for", f"wait for {names} to finish", None, tuple(a.ref for a in chosen))
+    return Advice("wait-for", f"wait for {_names(chosen)} to finish", None, tuple(a.ref for a in chosen))

@@ -35,6 +35,9 @@ exit status: 0 fits, 1 does not fit (or only by preempting), 2 bad input or a jo
 cannot judge
 """
 SHOWN_NODES = 3
+NOTHING_FITS = ("none of the changes fit tries makes it fit now (fewer pods in whole slices, `preferred` or a "
+                "coarser level, another LocalQueue or namespace, waiting for admitted workloads, fewer pods once "
+                "they finish); what stops it is above")
 VERDICTS = {FITS: "[green]fits[/]", PREEMPTS: "[yellow]fits only by preempting[/]",
             BLOCKED: "[red]stopped by its queue[/]"}
 
@@ -92,7 +95,8 @@ def _nodes(p: PodSetFit) -> list[str]:
     return lines or ["-"]
 
 
-def print_report(workload: Workload, report: FitReport, why: list[str], advice: list[Advice], view: View) -> None:
+def print_report(workload: Workload, report: FitReport, why: list[str], advice: list[Advice] | None,
+                 view: View) -> None:
     """The answer for people: the verdict, Kueue's own message once, why in plain words, what would fit."""
     con = console()
     where = []
@@ -116,6 +120,8 @@ def print_report(workload: Workload, report: FitReport, why: list[str], advice: 
         con.print("What would fit (each change judged again as Kueue would):")
         for tip in advice:
             con.print(f"  - {escape(tip.text)}")
+    elif advice is not None and report.outcome != FITS:
+        con.print(f"What would fit: {NOTHING_FITS}")
     if report.podsets:
         _podset_table(workload, report, view)
     excluded = report.excluded.text(report.flavor, report.flavor_labels)
@@ -145,18 +151,18 @@ def _podset_table(workload: Workload, report: FitReport, view: View) -> None:
 
 
 def answer(workload: Workload, inputs: Inputs, args: argparse.Namespace, gates: Gates, origin: str,
-           with_advice: bool) -> tuple[FitReport, list[str], list[Advice]]:
-    """Kueue's answer for one job, the plain words, and the checked advice."""
+           with_advice: bool) -> tuple[FitReport, list[str], list[Advice] | None]:
+    """Kueue's answer for one job, the plain words, and the checked advice (None: not searched)."""
     resolved = resolved_queue(workload, inputs, args.flavor, args.topology)
     check_accepted(workload, resolved.queue, gates, origin)
     report = judge(workload, inputs, gates, resolved=resolved)
     if report.outcome == FITS or not with_advice:
-        return report, [], []
+        return report, [], None
     return report, explain(workload, report, inputs, gates), advise(workload, report, inputs, gates)
 
 
-def as_json(report: FitReport, why: list[str], advice: list[Advice]) -> dict[str, Any]:
-    return {**report.to_dict(), "why": why, "advice": [a.to_dict() for a in advice]}
+def as_json(report: FitReport, why: list[str], advice: list[Advice] | None) -> dict[str, Any]:
+    return {**report.to_dict(), "why": why, "advice": [a.to_dict() for a in advice or ()]}
 
 
 def run(args: argparse.Namespace) -> int:
