@@ -475,6 +475,13 @@ class Placer:
         return _Query(workers.count, 1 if leader else 0, size, level_idx, slice_idx, workers.required,
                       unconstrained, unconstrained and self.profile_mixed, inner, layers if inner else ())
 
+    def counts(self, workers: PodSetRequest) -> list[list[Domain]]:
+        """Phase 1 alone: per level, every domain with how many of these pods it holds (`pods`; slices of a
+        multi-layer request rounded as Kueue rounds them), for what a person asks: where is room."""
+        q = self._query(workers, None)
+        self.fill(workers, None, q, Stats())
+        return [list(level.values()) for level in self.tree.levels]
+
     def place(self, workers: PodSetRequest, leader: PodSetRequest | None) -> tuple[Placement, int, Stats]:
         """Phase 1 and 2 for one group; returns the placement, the most pods in one domain, and the stats."""
         keys = self.tree.keys
