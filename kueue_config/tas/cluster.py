@@ -12,7 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import TopologyError
-from labeler.kube import list_pages, raw_json
+from labeler.kube import list_objects
 from labeler.names import KUEUE_GROUP, KUEUE_VERSION
 
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
@@ -24,8 +24,8 @@ UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 def list_pods(api: client.ApiClient, page: int = 1000) -> list[Any]:
     """Every pod in every namespace that has not finished, as raw objects."""
     core = client.CoreV1Api(api)
-    return list_pages(lambda token: raw_json(api, core.list_pod_for_all_namespaces(
-        limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False)))
+    return list_objects(api, lambda token: core.list_pod_for_all_namespaces(
+        limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False), "the pod list", walk=False)
 
 
 def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
@@ -34,8 +34,8 @@ def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for plural, kind in KUEUE_PLURALS.items():
         try:
-            items = list_pages(lambda token, p=plural: raw_json(api, custom.list_cluster_custom_object(
-                KUEUE_GROUP, KUEUE_VERSION, p, limit=500, _continue=token, _preload_content=False)))
+            items = list_objects(api, lambda token, p=plural: custom.list_cluster_custom_object(
+                KUEUE_GROUP, KUEUE_VERSION, p, limit=500, _continue=token, _preload_content=False), f"the {plural} list")
         except ApiException as exc:
             if exc.status == 404:
                 raise TopologyError(f"the cluster serves no {KUEUE_GROUP}/{KUEUE_VERSION} {plural}; "

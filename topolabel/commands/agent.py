@@ -104,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
         api = connect(args)
 
         def publish(value: dict[str, str | None]) -> None:
-            call_with_retries(lambda: patch_node(api, node, annotation_patch(value), field_manager=FIELD_MANAGER))
+            call_with_retries(lambda: patch_node(api, node, annotation_patch(value), field_manager=FIELD_MANAGER),
+                              budget=args.request_timeout)
 
         agent = Agent(collect, publish, resync=args.resync)
     return run_agent(agent, args.interval, args.once, log=sys.stderr, alive=args.alive_file)
