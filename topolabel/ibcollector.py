@@ -32,6 +32,7 @@ from labeler.kube import api_error
 from labeler.lease import Keeper, Lease
 from labeler.names import MANAGED_BY
 from labeler.shards import publish, read_manifest, touch
+from providers.base import regex
 from providers.infiniband.command import run_ibnetdiscover
 from providers.infiniband.parse import Nodes, read_fabric
 from providers.infiniband.published import FABRIC_LABEL, FORMAT, TIME_FORMAT, encode, object_name, pack, to_bytes
@@ -66,9 +67,9 @@ def parse_fabric_names(specs: Sequence[str]) -> dict[str, re.Pattern[str]]:
             raise InputError(f"--ib-fabric {spec!r}: expected NAME=REGEX, NAME lower-case letters, digits and "
                                     "dashes (at most 40), e.g. compute=^mlx5_[0-7]$")
         try:
-            named[name] = re.compile(pattern)
-        except re.error as exc:
-            raise InputError(f"--ib-fabric {spec!r}: not a regular expression: {exc}") from None
+            named[name] = regex(pattern)
+        except ValueError as exc:
+            raise InputError(f"--ib-fabric {spec!r}: {exc}") from None
     return named
 
 

@@ -3,8 +3,10 @@ config files check them against the model made from it (`providers.options`)."""
 
 from __future__ import annotations
 
-import re
+import math
 from dataclasses import dataclass, field
+
+from ..base import regex
 
 # Node annotation an agent fills from /sys/class/infiniband/*/node_guid: `mlx5_0=0x...,mlx5_1=0x...`.
 ANNOTATION = "topolabel.dev/ib-node-guids"
@@ -13,10 +15,13 @@ DEFAULT_NAMESPACE = "topolabel-agent"  # where manifests/agent runs the collecto
 
 def _compiles(value: str | None) -> str | None:
     if value is not None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a regular expression: {exc}") from None
+        regex(value)
+    return value
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number of seconds")
     return value
 
 
@@ -24,11 +29,11 @@ def _compiles(value: str | None) -> str | None:
 class InfinibandOptions:
     ib_fabric: str | None = None  # a published fabric's name; "*": the only one published
     ib_namespace: str = DEFAULT_NAMESPACE
-    ib_max_age: float = field(default=1800.0, metadata={"gt": 0})
+    ib_max_age: float = field(default=1800.0, metadata={"gt": 0, "check": _finite})
     ibnetdiscover: str | None = None
     run_ibnetdiscover: bool = False  # flag --run (`run` is the subcommand's handler)
     ib_ca: str | None = None
-    ib_timeout: float = field(default=60.0, metadata={"gt": 0})
+    ib_timeout: float = field(default=60.0, metadata={"gt": 0, "check": _finite})
     guid_map: str | None = None
     node_name_map: str | None = None
     hca_pattern: str | None = field(default=None, metadata={"check": _compiles})

@@ -21,7 +21,7 @@ from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
 from ..ibcollector import Collector, Settings, parse_fabric_names, run as run_collector
 from . import COMMANDS
-from .common import add_timeouts, connect
+from .common import add_timeouts, connect, seconds, seconds_or_zero
 
 FIELD_MANAGER = "topolabel-agent"  # the admission policy lets this manager's managedFields entry hold its keys only
 
@@ -59,14 +59,14 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
                                 "Default: one fabric per subnet prefix, named by it")
     collector.add_argument("--namespace", help=f"where leases and fabrics go (default: $POD_NAMESPACE, else "
                                                f"{DEFAULT_NAMESPACE})")
-    collector.add_argument("--lease-duration", type=float, default=30.0, metavar="SECONDS",
+    collector.add_argument("--lease-duration", type=seconds, default=30.0, metavar="SECONDS",
                            help="a dead collector's fabric is taken over after this long (default: 30)")
     collector.add_argument("--ibnetdiscover", default="ibnetdiscover", metavar="PATH", help="ibnetdiscover to run")
-    collector.add_argument("--ib-timeout", type=float, default=120.0, metavar="SECONDS",
+    collector.add_argument("--ib-timeout", type=seconds, default=120.0, metavar="SECONDS",
                            help="give ibnetdiscover this long (default: 120)")
-    parser.add_argument("--interval", type=float, default=300.0, metavar="SECONDS",
+    parser.add_argument("--interval", type=seconds, default=300.0, metavar="SECONDS",
                         help="seconds between rounds (default: 300)")
-    parser.add_argument("--resync", type=float, default=3600.0, metavar="SECONDS",
+    parser.add_argument("--resync", type=seconds_or_zero, default=3600.0, metavar="SECONDS",
                         help="patch even unchanged facts this often, to restore a removed annotation (default: 3600)")
     parser.add_argument("--once", action="store_true", help="one round, then exit; errors exit non-zero")
     parser.add_argument("--alive-file", metavar="PATH", type=Path,
@@ -77,8 +77,6 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.interval <= 0 or args.resync < 0:
-        raise TopologyError("--interval must be positive and --resync not negative")
     if args.ib_collector:
         return run_ib_collector(args)
     command = lldpcli_command(args.lldpcli, args.lldp_socket)
@@ -122,8 +120,8 @@ def run_ib_collector(args: argparse.Namespace) -> int:
     """The collector's loop until SIGTERM (or Ctrl-C), which hands its leases over on the way out."""
     if args.once or args.print_only or args.nvlink or args.infiniband:
         raise TopologyError("--ib-collector runs alone until stopped: not with --once, --print, --nvlink or --infiniband")
-    if args.lease_duration < 3 or args.ib_timeout <= 0:
-        raise TopologyError("--lease-duration must be at least 3 seconds and --ib-timeout positive")
+    if args.lease_duration < 3:
+        raise TopologyError("--lease-duration must be at least 3 seconds")
     node = node_name(args)
     settings = Settings(namespace=args.namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE, node=node,
                         identity=os.environ.get("POD_NAME") or f"{node}-{socket.gethostname()}-{os.getpid()}",

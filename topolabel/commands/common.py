@@ -56,12 +56,22 @@ def add_timeouts(group: argparse._ActionsContainer) -> None:
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds (an argparse type)."""
+    return _seconds(text, zero=False)
+
+
+def seconds_or_zero(text: str) -> float:
+    """A finite number of seconds, 0 or more (an argparse type)."""
+    return _seconds(text, zero=True)
+
+
+def _seconds(text: str, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    if not (0 <= value if zero else 0 < value) or value == float("inf"):
+        what = "finite number of seconds, 0 or more" if zero else "positive number of seconds"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {what}")
     return value
 
 
