@@ -57,15 +57,20 @@ def ownership(prefix: str = DEFAULT_PREFIX, keys: Iterable[str] = ()) -> Ownersh
 
 @dataclass(frozen=True)
 class Problem:
-    """Something a user should act on: a node that could not be placed, a degraded link, a notice."""
+    """Something a user should act on: a node that could not be placed, a degraded link, a notice. `claim`: the
+    node is in a contested claim (an HCA, chassis or switch that two sources give to different nodes); a plan
+    counts such nodes with the ones it would rewrite (`plan.check_share`)."""
 
     source: str
     message: str
     node: str | None = None
+    claim: bool = False
 
-    def to_dict(self) -> dict[str, str]:
-        out = {"node": self.node} if self.node is not None else {}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"node": self.node} if self.node is not None else {}
         out.update(source=self.source, message=self.message)
+        if self.claim:
+            out["claim"] = True
         return out
 
 
@@ -109,8 +114,8 @@ class Discovery:
     problems: list[Problem] = field(default_factory=list)
     local_names: bool = False
 
-    def problem(self, message: str, node: str | None = None) -> None:
-        self.problems.append(Problem(self.source, message, node))
+    def problem(self, message: str, node: str | None = None, claim: bool = False) -> None:
+        self.problems.append(Problem(self.source, message, node, claim))
 
 
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:

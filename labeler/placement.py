@@ -172,7 +172,7 @@ def _problems(raw: Any, origin: str) -> list[Problem]:
     if not isinstance(raw, list) or not all(isinstance(p, Mapping) for p in raw):
         raise TopologyError(f"{origin}: 'problems' must be a list of {{node, source, message}}")
     return [Problem(str(p.get("source", "")), str(p.get("message", "")),
-                    None if p.get("node") is None else str(p["node"])) for p in raw]
+                    None if p.get("node") is None else str(p["node"]), p.get("claim") is True) for p in raw]
 
 
 _SEP = "\x1f"

@@ -8,7 +8,9 @@ Safety rules, in one place:
   and the config's keys, an allowlist), and never a key of Kubernetes, a cloud or another tool, whatever the
   annotation says;
 - a node the source did not place keeps every label, and is reported;
-- a plan that rewrites or removes existing labels on more than a set share of nodes is refused unless forced.
+- a plan that rewrites or removes existing labels on more than a set share of nodes is refused unless forced;
+  nodes in a contested claim (an HCA, chassis or switch two sources give to different nodes) count in that
+  share too, though their labels stay: many of them at once is what an attack looks like.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Plan:
     problems: list[Problem]
     total: int
     conflicts: list[Problem] = field(default_factory=list)  # also in `problems`
+    claimed: set[str] = field(default_factory=set)  # cluster nodes in a contested claim (their problems say which)
 
     @property
     def disruptive(self) -> int:
@@ -134,7 +137,8 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node], ownership: Ownership = 
     cluster = {n.name for n in nodes}
     for name in sorted(snapshot.nodes.keys() - cluster):
         problems.append(Problem("plan", "placed by the source but not in the cluster", name))
-    return Plan(changes, unchanged, problems + planner.clashes, len(nodes), planner.clashes)
+    claimed = {p.node for p in snapshot.problems if p.claim and p.node in cluster}
+    return Plan(changes, unchanged, problems + planner.clashes, len(nodes), planner.clashes, claimed)
 
 
 class _Planner:
@@ -169,10 +173,14 @@ MAX_CHANGE_FRACTION = 0.25  # plan.maxChangeFraction's default
 
 
 def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:
-    """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count)."""
+    """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count), counting the
+    nodes in contested claims with them."""
     if force or plan.total == 0:
         return
-    if plan.disruptive > max_fraction * plan.total:
+    claimed = len(plan.claimed - {c.node for c in plan.changes if c.disruptive})
+    if plan.disruptive + claimed > max_fraction * plan.total:
+        more = (f" and {claimed} more are in contested claims (an HCA, chassis or switch that two sources give to "
+                "different nodes; their problems say which)") if claimed else ""
         raise PlanRefused(
-            f"the plan rewrites or removes labels on {plan.disruptive} of {plan.total} nodes, more than the "
+            f"the plan rewrites or removes labels on {plan.disruptive} of {plan.total} nodes{more}, more than the "
             f"allowed {max_fraction:.0%} (plan.maxChangeFraction); check the source, then rerun with --force")

@@ -45,7 +45,7 @@ def place(fabric: Fabric, request: Request) -> Discovery:
     if not any(data["kind"] == "switch" for data in fabric.nodes.values()):
         raise SourceError(_no_switches(request.origin, hcas))
     guids = request.guids or GuidMap()
-    notices = assign_owners(hcas, guids, name_resolver(request.nodes))
+    contested = assign_owners(hcas, guids, name_resolver(request.nodes))
     tiers = classify(fabric, (link[0] for h in hcas for link in h.links))
     names = switch_names({g: d["desc"] for g, d in fabric.nodes.items() if d["kind"] == "switch"})
     selected = [h for h in hcas if h.host and _wanted(h, request.pattern)]
@@ -61,8 +61,8 @@ def place(fabric: Fabric, request: Request) -> Discovery:
 
     found = Discovery(NAME, ("block", "leafgroup") if three_level else ("leafgroup",))
     found.problem(_shape(tiers, leaf_blocks, three_level, host_links, groups, selected, aggregation))
-    for message in notices:
-        found.problem(message)
+    for node, message in contested:
+        found.problem(message, node, claim=True)
     for node, message in guids.errors:
         found.problem(message, node)
     _report_unknown(found, hcas, names)
@@ -73,7 +73,8 @@ def place(fabric: Fabric, request: Request) -> Discovery:
         path = (group_names[str(group)],)
         group_paths[group] = (block_names[block_of[min(groups.members[group])]], *path) if three_level else path
     paths = {host: group_paths[group] for host, group in groups.host_group.items()}
-    _read_off(found, paths, hcas, request)
+    claimants = {node for node, _ in contested}
+    _read_off(found, {host: path for host, path in paths.items() if host not in claimants}, hcas, request, claimants)
     placed = {h.guid: h.host for h in hcas if h.host in found.paths}
     for message, hca_guids in slow_links(fabric, tiers, names):
         found.problem(message, next((placed[g] for g in hca_guids if g in placed), None))
@@ -178,8 +179,10 @@ def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], 
                       "(cable missing, HCA or port down, or HCA not mapped); placed by its other links", host)
 
 
-def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequence[Hca], request: Request) -> None:
-    """The requested nodes' paths; nodes without a placed HCA and fabric hosts outside the cluster are problems."""
+def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequence[Hca], request: Request,
+              claimants: set[str]) -> None:
+    """The requested nodes' paths; nodes without a placed HCA and fabric hosts outside the cluster are problems.
+    Nodes in a contested claim are left as they are (their claim problems say why)."""
     if not request.nodes:
         found.paths.update(paths)
         return
@@ -189,6 +192,8 @@ def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequenc
             owned[hca.host].append(hca)
     guids = request.guids or GuidMap()
     for node in request.nodes:
+        if node.name in claimants:
+            continue
         if node.name in paths:
             found.paths[node.name] = paths[node.name]
         elif owned.get(node.name):
@@ -201,7 +206,7 @@ def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequenc
                     else f"no HCA description names it and no GUID is mapped to it; {MAP_HINT}")
             found.problem(f"no HCA in the InfiniBand fabric {request.origin}: {hint}", node.name)
     names = {n.name for n in request.nodes}
-    outside = sorted(set(paths) - names, key=natural_key)
+    outside = sorted(set(paths) - names - claimants, key=natural_key)
     if outside:
         listed = ", ".join(outside[:MAX_LISTED]) + (f" and {len(outside) - MAX_LISTED} more"
                                                      if len(outside) > MAX_LISTED else "")
