@@ -172,9 +172,10 @@ class _Planner:
 MAX_CHANGE_FRACTION = 0.25  # plan.maxChangeFraction's default
 
 
-def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:
+def check_share(plan: Plan, max_fraction: float, force: bool = False,
+                remedy: str = "check the source, then rerun with --force") -> None:
     """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count), counting the
-    nodes in contested claims with them."""
+    nodes in contested claims with them; the error ends with `remedy`, what the caller's user can do about it."""
     if force or plan.total == 0:
         return
     claimed = len(plan.claimed - {c.node for c in plan.changes if c.disruptive})
@@ -183,4 +184,4 @@ def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:
                 "different nodes; their problems say which)") if claimed else ""
         raise PlanRefused(
             f"the plan rewrites or removes labels on {plan.disruptive} of {plan.total} nodes{more}, more than the "
-            f"allowed {max_fraction:.0%} (plan.maxChangeFraction); check the source, then rerun with --force")
+            f"allowed {max_fraction:.0%} (plan.maxChangeFraction); {remedy}")

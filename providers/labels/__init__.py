@@ -40,7 +40,7 @@ class LabelsOptions:
     """A plain dataclass: a discovery from flags reads it without pydantic; config files check it against the
     model made from it (`providers.options.model_of`)."""
 
-    preset: str | None = field(default=None, metadata={"check": _known})
+    preset: str | None = field(default=None, metadata={"check": _known, "choices": sorted([*PRESETS, TOPOGRAPH])})
     keys: list[str] | None = None
     names: list[str] | None = None
 

@@ -11,11 +11,16 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
+                               disable_created_metrics, generate_latest)
 
 from .. import version
 
 log = logging.getLogger(__name__)
+
+# No `_created` series beside every counter and histogram: they double the series count and carry a start
+# time Prometheus already knows (process_start_time); kube-state-metrics and client-go's exporters omit them.
+disable_created_metrics()
 
 NODE_STATES = ("labelled", "pending", "unplaced", "failed")
 
@@ -40,7 +45,7 @@ class Metrics:
         self.node_writes = Counter("topolabel_node_writes_total", "Node label patches that succeeded", registry=reg)
         self.kueue_writes = Counter("topolabel_kueue_writes_total", "Kueue object writes", ["kind", "verb"],
                                     registry=reg)
-        self.syncs = Counter("topolabel_syncs_total", "Reconcile passes finished: full (resync) or nodes (events)",
+        self.syncs = Counter("topolabel_syncs_total", "Reconcile passes finished: full (resync), nodes (events) or retry (failed writes)",
                              ["scope"], registry=reg)
         self.drift = Gauge("topolabel_drift_nodes", "Nodes whose topology labels differed from the last full "
                            "discovery before it corrected them (stale labels)", registry=reg)
