@@ -170,7 +170,14 @@ class Collector:
                 "hcas": str(kinds.count("ca")), "switches": str(kinds.count("switch")),
                 "notices": json.dumps(self.notices(name, ports, nodes))}
         namespace = self.settings.namespace
-        current = read_manifest(self.api, namespace, object_name(name))
+        try:
+            current = read_manifest(self.api, namespace, object_name(name))
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            raise SourceError(f"may not read ConfigMap {namespace}/{object_name(name)}: add it to the resourceNames of "
+                              "the collector's Role (manifests/ib-collector/rbac.yaml; with the chart, name the fabric in "
+                              "ibCollector.fabrics or ibCollector.subnetPrefixes)") from None
         if not keeper.held:
             return "lost the lease during discovery; not published"
         if current is not None and current.info.get("fabricHash") == digest:
