@@ -64,6 +64,8 @@ ALLOWED = {
                                                                      "topolabel.dev/rack": "r1"})),
     "removing its label": changed(lambda n: n["metadata"]["labels"].pop("topolabel.dev/block")),
     "its annotation": changed(lambda n: n["metadata"]["annotations"].update({"topolabel.dev/managed-labels": ""})),
+    "its taints' annotation": changed(lambda n: n["metadata"]["annotations"].update(
+        {"topolabel.dev/managed-taints": "topolabel.dev/fabric-degraded:NoSchedule"})),
     "its taint": changed(lambda n: n["spec"]["taints"].append({"key": "topolabel.dev/fabric-unhealthy",
                                                                "effect": "NoSchedule"})),
 }

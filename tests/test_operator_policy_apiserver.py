@@ -156,7 +156,8 @@ def test_the_operator_writes_what_it_owns(operator: Path, kube: KubeCluster) -> 
      "not cloud.google.com/gce-topology-block"),
     ("the agent's annotation", "/api/v1/nodes/gpu-1",
      {"metadata": {"annotations": {"topolabel.dev/ib-node-guids": "mlx5_0=0x1"}}}, MERGE_PATCH,
-     "may change only its annotations topolabel.dev/managed-labels, not topolabel.dev/ib-node-guids"),
+     "may change only its annotations topolabel.dev/managed-labels, topolabel.dev/managed-taints, not "
+     "topolabel.dev/ib-node-guids"),
     ("a cordon", "/api/v1/nodes/gpu-1", {"spec": {"unschedulable": True}}, MERGE_PATCH, "(no cordon, no other taint)"),
     ("a NoExecute taint", "/api/v1/nodes/gpu-1",
      {"spec": {"taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}, {"key": "evict", "effect": "NoExecute"}]}},
