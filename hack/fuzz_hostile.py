@@ -24,7 +24,7 @@ import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from hack.fuzz import Fixtures, Report, Target, node, run_case, snapshot_doc, write
+from hack.fuzz import ALIAS_BOMB, Fixtures, Report, Target, node, run_case, snapshot_doc, write
 from tests.faultserver import NODE_LIST, EndlessPages, FaultServer, answering, flood, header_drip, tls_drip
 
 TIMEOUT = 2.0  # --request-timeout/--connect-timeout of the hostile checks: a deadline missed shows in seconds
@@ -164,9 +164,7 @@ def _api_checks(report: Report, d: Path) -> None:
 
 def _credential_and_tool_checks(report: Report, fx: Fixtures, d: Path, quick: bool) -> None:
     bomb = d / "bomb.kubeconfig"
-    bomb.write_bytes(b"a: &a [" + b'"lol",' * 9 + b'"lol"]\n' + b"".join(
-        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n".encode() for i in range(8))
-        + b"clusters: *i\n")
+    bomb.write_bytes(ALIAS_BOMB)
     out = run_case(["plan", "--source", "labels", "--preset", "gke", "--kubeconfig", str(bomb)], 60)
     report.check("traceback", "a billion-laughs kubeconfig is one line within seconds",
                  one_line(out, "aliases expand the document") and out.seconds < 20,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -145,6 +146,18 @@ class KubeCluster:
                 self.kubectl("create", "namespace", meta["namespace"], check=False)
         self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
         return roles[0]["metadata"]["name"]
+
+    def type_check_warnings(self, policy: str, timeout: float = 30) -> list[dict[str, Any]]:
+        """The warnings of the controller-manager's type check of a ValidatingAdmissionPolicy (every expression
+        against the schemas of the kinds it matches), once it has checked the policy's current generation."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = json.loads(self.kubectl("get", "validatingadmissionpolicy", policy, "-o", "json").stdout)
+            status = found.get("status") or {}
+            if status.get("observedGeneration") == found["metadata"]["generation"] and "typeChecking" in status:
+                return status["typeChecking"].get("expressionWarnings") or []
+            assert time.monotonic() < deadline, f"the type check of {policy} never reported"
+            time.sleep(0.2)
 
     def create_nodes(self, nodes: Iterable[dict[str, Any]], concurrency: int = BULK_CONCURRENCY) -> int:
         """Create Node objects `concurrency` at a time; returns the count. Labels, spec and status are

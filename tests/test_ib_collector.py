@@ -160,6 +160,12 @@ def test_the_real_server_keeps_the_collector_to_its_own_objects(ib: dict[str, An
     assert denied is not None and "topolabel-ib-collector-own-objects" in denied and fragment in denied, denied
 
 
+def test_the_server_type_checks_the_collectors_policies_without_warnings(cluster: KubeCluster,  # noqa: F811
+                                                                         ib: dict[str, Any]) -> None:
+    for name in ("topolabel-ib-collector-own-objects", "topolabel-ib-collector-lease-holder"):
+        assert cluster.type_check_warnings(name) == [], name
+
+
 def test_the_real_server_lets_only_the_fabrics_lease_holder_write_its_publication(
         cluster: KubeCluster, ib: dict[str, Any]) -> None:  # noqa: F811
     """Issue 32, S3: any collector's token could overwrite or delete every fabric's publication, and read every

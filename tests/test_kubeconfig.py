@@ -18,23 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from hack.fuzz import ALIAS_BOMB
 from labeler import kubeconfig
 from labeler.errors import InputError
 from labeler.kubeconfig import read_kubeconfig
 from tests.faultserver import NODE_LIST, FaultServer, answer, read_request
 from topolabel.cli import main
 
-BOMB = b"""a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
-b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
-c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
-d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
-e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
-f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
-g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
-clusters: *g
-"""
 HOSTILE = {
-    "an alias bomb": (BOMB, "aliases expand the document"),
+    "an alias bomb": (ALIAS_BOMB, "aliases expand the document"),
     "a NUL": (b"apiVersion: v1\nclusters: \x00\n", "not valid YAML"),
     "a latin-1 byte": (b"apiVersion: v1\ncurrent-context: caf\xe9\n", "not UTF-8 text (byte 35 is 0xe9)"),
     "two documents": (b"apiVersion: v1\n---\napiVersion: v1\n", "2 YAML documents; expected one"),

@@ -11,7 +11,6 @@ was not told of is refused by the server, one failed write per node.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -23,6 +22,7 @@ from labeler.kube import MERGE_PATCH, connect, request_json
 from tests.conftest import ROOT
 from tests.ibcluster import sa_kubeconfig
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from tests.operatorrun import wait_until
 from topolabel.cli import main
 
 pytestmark = pytest.mark.slow
@@ -74,7 +74,7 @@ def operator(kube: KubeCluster, identity: Path) -> Iterator[Path]:  # noqa: F811
                         "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
                        for name in ("gpu-1", "gpu-2")])
     try:
-        wait_for_policy(identity)
+        wait_until(lambda: in_force(identity), 30, "the admission policy to take effect")
         yield identity
     finally:
         kube.kubectl("delete", "clusterqueues.kueue.x-k8s.io", "--all", "--ignore-not-found")
@@ -95,19 +95,17 @@ def denial(config: Path, method: str, path: str, body: Any = None, content_type:
     return message
 
 
-def wait_for_policy(config: Path) -> None:
-    """The server compiles a new policy asynchronously: until then a patch RBAC allows passes."""
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            call(config, "PATCH", "/api/v1/nodes/gpu-1", {"metadata": {"labels": {"kubernetes.io/hostname": "x"}}},
-                 dry_run=True)
-        except ApiException as exc:
-            if exc.status == 403 and DENIED in (exc.body or ""):
-                return
-            raise
-        assert time.monotonic() < deadline, "the admission policy never took effect"
-        time.sleep(0.2)
+def in_force(config: Path) -> bool:
+    """Whether the policy refuses a dry run of what RBAC allows: the server compiles a new policy
+    asynchronously, and until then passes such a patch."""
+    try:
+        call(config, "PATCH", "/api/v1/nodes/gpu-1", {"metadata": {"labels": {"kubernetes.io/hostname": "x"}}},
+             dry_run=True)
+    except ApiException as exc:
+        if exc.status == 403 and DENIED in (exc.body or ""):
+            return True
+        raise
+    return False
 
 
 def node(kube: KubeCluster, name: str = "gpu-1") -> dict[str, Any]:  # noqa: F811
@@ -115,17 +113,7 @@ def node(kube: KubeCluster, name: str = "gpu-1") -> dict[str, Any]:  # noqa: F81
 
 
 def test_the_server_type_checks_the_policy_without_warnings(operator: Path, kube: KubeCluster) -> None:  # noqa: F811
-    def checked() -> dict | None:
-        policy = json.loads(kube.kubectl("get", "validatingadmissionpolicy", POLICY["metadata"]["name"],
-                                         "-o", "json").stdout)
-        status = policy.get("status") or {}
-        return status if status.get("observedGeneration") == policy["metadata"]["generation"] else None
-
-    deadline = time.monotonic() + 30
-    while (status := checked()) is None:
-        assert time.monotonic() < deadline, "the policy's type check never reported"
-        time.sleep(0.2)
-    assert "typeChecking" in status and not status["typeChecking"].get("expressionWarnings"), status
+    assert kube.type_check_warnings(POLICY["metadata"]["name"]) == []
 
 
 def test_the_operator_writes_what_it_owns(operator: Path, kube: KubeCluster) -> None:  # noqa: F811
