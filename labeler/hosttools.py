@@ -27,11 +27,12 @@ CHUNK = 1 << 16
 
 
 def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str = "", failed: str = "",
-             clean: Callable[[str], str] = str.strip, max_bytes: int = MAX_OUTPUT,
+             clean: Callable[[str], str] = str.strip, ok: Sequence[int] = (0,), max_bytes: int = MAX_OUTPUT,
              env: Mapping[str, str] | None = None, cwd: str | None = None, interactive: bool = False) -> str:
     """The tool's stdout. `missing`, `stalled` and `failed` are hints added to the matching error;
-    `clean` tidies the last stderr line (e.g. drops a log prefix) before it is shown. `interactive`: the tool
-    shares this process's stdin and stderr (a credential plugin asking to log in) instead of none and a pipe."""
+    `clean` tidies the last stderr line (e.g. drops a log prefix) before it is shown; `ok` are the exit
+    statuses that are answers (ibqueryerrors exits 1 when it found errors). `interactive`: the tool shares this
+    process's stdin and stderr (a credential plugin asking to log in) instead of none and a pipe."""
     command = " ".join(argv)
     try:
         proc = subprocess.Popen(list(argv), stdin=None if interactive else subprocess.DEVNULL,
@@ -50,7 +51,7 @@ def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str 
         _kill_group(proc)
         raise
     stdout, stderr = (data.decode("utf-8", errors="replace") for data in (out, err))
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         lines = stderr.strip().splitlines() or stdout.strip().splitlines()[-1:] or ["no error output"]
         raise SourceError(f"{command}: exit {proc.returncode}: {clean(lines[-1])[:500]}" + (f" ({failed})" if failed else ""))
     return stdout

@@ -318,6 +318,7 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
     kueue = {("kueue.x-k8s.io", r, v) for r in ("topologies", "resourceflavors", "cohorts", "clusterqueues", "localqueues")
              for v in ("list", "create", "patch", "delete")}
     assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")),
+                      ("", "nodes/status", "patch"),  # fabric health's FabricHealthy condition
                       ("", "namespaces", "get"),
                       *(("topolabel.dev", "topologylabelers", v) for v in ("get", "list", "watch")),
                       ("topolabel.dev", "topologylabelers/status", "patch"), *kueue,

@@ -33,15 +33,6 @@ DENIED = f"ValidatingAdmissionPolicy '{POLICY['metadata']['name']}'"
 MANAGED = {"app.kubernetes.io/managed-by": "topolabel"}
 QUEUES = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues"
 STRATEGIC = "application/strategic-merge-patch+json"
-# Issue 28's operator writes the FabricHealthy condition through nodes/status, which its RBAC will grant; this
-# grants it here, so that the policy alone decides what may change there.
-STATUS_WRITER = [
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "test-node-status-writer"},
-     "rules": [{"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]}]},
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-     "metadata": {"name": "test-node-status-writer"},
-     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "test-node-status-writer"},
-     "subjects": [{"kind": "ServiceAccount", "name": "topolabel", "namespace": "topolabel-system"}]}]
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +42,12 @@ def identity(kube_cluster: KubeCluster, tmp_path_factory: pytest.TempPathFactory
     their own of the same name)."""
     kube_cluster.kubectl("apply", *(a for f in ("namespace.yaml", "rbac.yaml", "admission-policy.yaml")
                                     for a in ("-f", str(MANIFESTS / f))))
-    kube_cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(STATUS_WRITER))
     kube_cluster.install_kueue_crds()
     try:
         yield sa_kubeconfig(kube_cluster, "topolabel-system", "topolabel",
                             tmp_path_factory.mktemp("operator") / "operator.kubeconfig")
     finally:
         kube_cluster.kubectl("delete", "--ignore-not-found", "-f", str(MANIFESTS / "admission-policy.yaml"))
-        kube_cluster.kubectl("delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(STATUS_WRITER))
 
 
 @pytest.fixture

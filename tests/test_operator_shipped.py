@@ -118,8 +118,8 @@ def test_the_chart_as_shipped(helm: Any, image: Image, kube: KubeCluster, tmp_pa
             status = labeler(kube)["status"]
             assert status["observedGeneration"] == generation < bad
             ready = next(c for c in status["conditions"] if c["type"] == "Ready")
-            assert "either a preset" in ready["message"] and "still working with the last valid config" in \
-                ready["message"]
+            assert "give a preset or keys, not both" in ready["message"]
+            assert "still working with the last valid config" in ready["message"]
             helm("upgrade", name, str(CHART), *cluster, "--reuse-values", "--set", "config.source.keys=null")
             wait_until(lambda: condition(kube, "Ready") == ("True", "InSync"), 30, seen)
             assert labeler(kube)["status"]["observedGeneration"] == labeler(kube)["metadata"]["generation"] > bad

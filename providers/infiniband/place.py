@@ -22,7 +22,7 @@ from .fabric import Fabric
 from .health import missing_uplinks, slow_links
 from .hosts import GuidMap, Hca, assign_owners, host_hcas, name_resolver
 from .names import natural_key, switch_names, unique_names
-from .tiers import LeafGroups, Tiers, blocks, classify, leaf_groups, with_empty_leaves
+from .tiers import Blocks, LeafGroups, Tiers, blocks, classify, leaf_groups, with_empty_leaves
 
 NAME = "infiniband"
 MAX_LISTED = 20  # fabric hosts named in the notice about hosts outside the cluster
@@ -31,35 +31,61 @@ MAP_HINT = f"map its GUID with --guid-map, --node-name-map or the {ANNOTATION} n
 
 @dataclass(frozen=True)
 class Request:
-    """What to place: Kubernetes nodes (empty: every host in the fabric), GUIDs, and which HCAs count."""
+    """What to place: Kubernetes nodes (empty: every host in the fabric), GUIDs, which HCAs count, and who read
+    the fabric from where."""
 
     nodes: Sequence[Node] = ()
     guids: GuidMap | None = None
     pattern: re.Pattern | None = None
     origin: str = "ibnetdiscover"
+    source: str = NAME
 
 
-@paused_gc()
-def place(fabric: Fabric, request: Request) -> Discovery:
+@dataclass
+class Survey:
+    """The fabric read as a fat tree: host HCAs and their owners, switch tiers and names, leaf groups, blocks."""
+
+    hcas: list[Hca]
+    aggregation: int  # SHARP aggregation nodes left out
+    contested: list[tuple[str, str]]  # (node, why) of each node in a contested claim on an HCA
+    tiers: Tiers
+    names: dict[int, str]  # switch GUID -> readable name
+    selected: list[Hca]  # HCAs with a host that the request counts
+    host_links: dict[str, dict[int, int]]
+    groups: LeafGroups
+    blocks: Blocks
+
+
+def survey(fabric: Fabric, request: Request) -> Survey:
+    """Tiers, leaf groups and blocks from every host in the fabric, requested or not, so a leaf whose hosts
+    were not asked for stays a leaf."""
     hcas, aggregation = host_hcas(fabric)
     if not any(data["kind"] == "switch" for data in fabric.nodes.values()):
         raise SourceError(_no_switches(request.origin, hcas))
-    guids = request.guids or GuidMap()
-    contested = assign_owners(hcas, guids, name_resolver(request.nodes))
+    contested = assign_owners(hcas, request.guids or GuidMap(), name_resolver(request.nodes))
     tiers = classify(fabric, (link[0] for h in hcas for link in h.links))
     names = switch_names({g: d["desc"] for g, d in fabric.nodes.items() if d["kind"] == "switch"})
     selected = [h for h in hcas if h.host and _wanted(h, request.pattern)]
     host_links = _host_links(selected)
     groups = leaf_groups(host_links)
     found_blocks = blocks(fabric, tiers, groups)
+    tiers = with_empty_leaves(fabric, tiers, found_blocks.of)
+    return Survey(hcas, aggregation, contested, tiers, names, selected, host_links, groups, found_blocks)
+
+
+@paused_gc()
+def place(fabric: Fabric, request: Request) -> Discovery:
+    seen = survey(fabric, request)
+    hcas, aggregation, contested, tiers, names = seen.hcas, seen.aggregation, seen.contested, seen.tiers, seen.names
+    selected, host_links, groups, found_blocks = seen.selected, seen.host_links, seen.groups, seen.blocks
+    guids = request.guids or GuidMap()
     block_of = found_blocks.of
-    tiers = with_empty_leaves(fabric, tiers, block_of)
     leaf_blocks = {block_of[leaf] for leaf in tiers.leaves}
     three_level = bool(tiers.cores) and len(leaf_blocks) > 1
     group_names = unique_names({str(g): [names[leaf] for leaf in m] for g, m in groups.members.items()})
     block_names = _block_names(block_of, tiers, names) if three_level else {}
 
-    found = Discovery(NAME, ("block", "leafgroup") if three_level else ("leafgroup",))
+    found = Discovery(request.source, ("block", "leafgroup") if three_level else ("leafgroup",))
     found.problem(_shape(tiers, leaf_blocks, three_level, host_links, groups, selected, aggregation))
     for node, message in contested:
         found.problem(message, node, claim=True)
@@ -163,7 +189,7 @@ def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], 
     for group, count in sorted(groups.merged.items()):
         found.problem(f"leafgroup {group_names[str(group)]} joins {count} different leaf sets that share leaves "
                       "(HCAs on another network, e.g. storage, in the same fabric?); select the compute HCAs "
-                      "with --hca-pattern")
+                      "with --hca-pattern, or leave the storage switches out with --ib-exclude")
     for host, per_group in sorted(groups.split.items()):
         if wanted is not None and host not in wanted:
             continue

@@ -7,6 +7,10 @@ A full pass runs the source over every node, checks the plan against `plan.maxCh
 answer as the last good topology, writes what changed and verifies the Kueue objects against the server.
 A node pass (after a node event) places joining nodes (per-node sources answer for them alone; fabric
 sources' last discovery may already know them) and writes only the nodes the events touched.
+
+With `health.enabled`, every full pass also judges fabric health (`health.HealthKeeper`): one observation per
+pass, written as the nodes' FabricHealthy condition and, where configured, a taint.
+
 A failed write (a node's labels, a Kueue object, the status) is retried by a retry pass with backoff
 (`backoff.Backoff`: 1 s doubling to 5 min). A LocalQueue whose namespace does not exist yet is written within
 NAMESPACE_POLL seconds of the namespace appearing: until then a retry pass only asks whether it exists.
@@ -38,6 +42,7 @@ from .. import version
 from ..pipeline import run_source
 from ..progress import logged
 from .backoff import Backoff
+from .health import HealthKeeper, HealthReport
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -74,6 +79,8 @@ class Controller:
         self.topology = Topology()
         self.labeller = Labeller()
         self.kueue = KueueSync(kube)
+        self.fabric_health = HealthKeeper(kube, metrics)
+        self.health_report = HealthReport()
         self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
         self.configured = False
         self.settings: Settings | None = None
@@ -256,6 +263,8 @@ class Controller:
             plan = plan or self.labeller.full_plan(snapshot, nodes.values(), settings.cfg.ownership())
             await self.write(plan, settings.cfg, PASS_PROGRESS)
             await self.sync_kueue(settings, nodes, verify=True)
+        if settings:
+            await self.judge_health(settings, nodes)
         self.metrics.last_sync.set_to_current_time()
         self.health.ready = True
         await self.report(nodes)
@@ -482,6 +491,33 @@ class Controller:
             await self.transition("KueueInSync", True, "Applied",
                                   f"{len(generated.objects)} object(s) as generated{kept}")
 
+    async def judge_health(self, settings: Settings, nodes: dict[str, Node]) -> None:
+        """One fabric health observation; Events when nodes are isolated or let back, and when the brake holds."""
+        before = self.health_report
+        report = await asyncio.to_thread(self.fabric_health.run, settings.cfg, settings.source.name,
+                                         settings.options, nodes)
+        self.health_report = report
+        if report.tainted or report.untainted:
+            parts = [f"tainted {len(report.tainted)} node(s) ({', '.join(report.tainted[:LOGGED_NODES])})"
+                     if report.tainted else "",
+                     f"removed the taint from {len(report.untainted)} node(s) "
+                     f"({', '.join(report.untainted[:LOGGED_NODES])})" if report.untainted else ""]
+            await asyncio.to_thread(self.reporter.event, "Normal", "FabricTaints", "; ".join(p for p in parts if p))
+        old = set(before.assessment.decision.isolated) if before.assessment else set()
+        new = set(report.assessment.decision.isolated) if report.assessment else set()
+        if new - old:
+            await asyncio.to_thread(self.reporter.event, "Warning", "FabricIsolated",
+                                    f"{len(new - old)} node(s) isolated: {_sample(new - old)}")
+        if old - new:
+            await asyncio.to_thread(self.reporter.event, "Normal", "FabricRestored",
+                                    f"{len(old - new)} node(s) healthy again: {_sample(old - new)}")
+        refused = report.assessment.decision.refused if report.assessment else None
+        was = before.assessment.decision.refused if before.assessment else None
+        if refused and refused != was:
+            await asyncio.to_thread(self.reporter.event, "Warning", "FabricIsolationHeld", refused)
+        for notice in report.notices[:LOGGED_NODES]:
+            log.warning("%s", notice, extra={"reason": "FabricEvidence"})
+
     def log_unplaced(self, snapshot: Snapshot | None, nodes: Mapping[str, Node]) -> None:
         """One WARNING per node the topology leaves unplaced, with the source's reason; again only when the
         reason changes, so resyncs do not repeat it."""
@@ -522,9 +558,17 @@ class Controller:
         announce, self.unannounced = self.unannounced, []
         for cond in announce:
             await asyncio.to_thread(self.reporter.transition, cond)
+        problems += [Problem("health", message, node) for node, message in sorted(self.health_report.failed.items())]
         status = status_body(self.conditions, counts, snapshot, problems,
-                             self.settings.source.name if self.settings else None, self.kueue.count)
+                             self.settings.source.name if self.settings else None, self.kueue.count,
+                             self.health_report.status())
         await asyncio.to_thread(self.reporter.publish, status, self.generation)
+
+
+def _sample(names: set[str]) -> str:
+    ordered = sorted(names)
+    return ", ".join(ordered[:LOGGED_NODES]) + (f" and {len(ordered) - LOGGED_NODES} more"
+                                                 if len(ordered) > LOGGED_NODES else "")
 
 
 def _described(change: NodeChange) -> str:

@@ -93,9 +93,10 @@ class Conditions:
 
 
 def status_body(conditions: Conditions, counts: Mapping[str, int], snapshot: Snapshot | None,
-                problems: Iterable[Problem], source: str | None, kueue_objects: int) -> dict[str, Any]:
+                problems: Iterable[Problem], source: str | None, kueue_objects: int,
+                health: Mapping[str, Any] | None = None) -> dict[str, Any]:
     problems = list(problems)
-    return {
+    return {**({"health": dict(health)} if health else {}),
         "source": source or "",
         "levels": [{"name": lv.name, "label": lv.label} for lv in snapshot.levels] if snapshot else [],
         "nodes": {"total": sum(counts.get(s, 0) for s in NODE_STATES), **{s: counts.get(s, 0) for s in NODE_STATES}},
