@@ -838,6 +838,9 @@ def main(argv: list[str] | None = None) -> int:
     from topolabel.cli import parser as cli_parser
 
     cli_parser()  # load every command and source before forking
+    from kubernetes import client
+
+    client.CoreV1Api  # noqa: B018 - imported on first use, which takes seconds (each served case would pay it)
     from hack.fuzz_hostile import HostileServer, add_fixtures
 
     rng = random.Random(args.seed)

@@ -142,27 +142,33 @@ def problems(op: InThread) -> list[tuple[str | None, str]]:
     return [(p.node, p.message) for p in (snapshot.problems if snapshot else [])]
 
 
-@pytest.mark.parametrize("verb, obj, fragment", [
-    ("create", config_map("team-settings"), "may only write ConfigMaps and Leases named topolabel-ib-*, not team-settings"),
-    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-leader"}},
+OWN, LEASE_WRITES = "topolabel-ib-collector-own-objects", "topolabel-ib-collector-lease-writes"
+
+
+@pytest.mark.parametrize("verb, obj, policy, fragment", [
+    ("create", config_map("team-settings"), OWN,
+     "may only write ConfigMaps and Leases named topolabel-ib-*, not team-settings"),
+    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-leader"}}, OWN,
      "not kube-leader"),
-    ("create", config_map("topolabel-ib-unlabelled", managed=False), "carry app.kubernetes.io/managed-by=topolabel"),
-    ("create", config_map(object_name(AUTO_FABRIC)), "is not fabric (none: no topolabel.dev/ib-fabric label)"),
-    ("create", config_map(object_name("storage"), fabric=AUTO_FABRIC), f"is not fabric {AUTO_FABRIC}'s manifest"),
-    ("create", lease("x", "collector-other"), "a collector writes a Lease only with itself (collector-probe)"),
-    ("delete", config_map("kube-root-ca.crt"), "not kube-root-ca.crt"),
+    ("create", config_map("topolabel-ib-unlabelled", managed=False), OWN,
+     "carry app.kubernetes.io/managed-by=topolabel"),
+    ("create", config_map(object_name(AUTO_FABRIC)), OWN, "is not fabric (none: no topolabel.dev/ib-fabric label)"),
+    ("create", config_map(object_name("storage"), fabric=AUTO_FABRIC), OWN, f"is not fabric {AUTO_FABRIC}'s manifest"),
+    ("create", lease("x", "collector-other"), LEASE_WRITES,
+     "a collector writes a Lease only with itself (collector-probe)"),
+    ("delete", config_map("kube-root-ca.crt"), OWN, "not kube-root-ca.crt"),
 ])
 def test_the_real_server_keeps_the_collector_to_its_own_objects(ib: dict[str, Any], verb: str, obj: dict[str, Any],
-                                                               fragment: str) -> None:
+                                                               policy: str, fragment: str) -> None:
     """RBAC lets the collector create and delete any ConfigMap and create any Lease of its namespace; the
-    admission policy keeps it to its fabrics' objects, labelled as topolabel's, and says so."""
+    admission policies keep it to its fabrics' objects, labelled as topolabel's, and say so."""
     denied = collector_denial(ib["collector"], verb, obj)
-    assert denied is not None and "topolabel-ib-collector-own-objects" in denied and fragment in denied, denied
+    assert denied is not None and policy in denied and fragment in denied, denied
 
 
 def test_the_server_type_checks_the_collectors_policies_without_warnings(cluster: KubeCluster,  # noqa: F811
                                                                          ib: dict[str, Any]) -> None:
-    for name in ("topolabel-ib-collector-own-objects", "topolabel-ib-collector-lease-holder"):
+    for name in (OWN, LEASE_WRITES, "topolabel-ib-collector-lease-holder"):
         assert cluster.type_check_warnings(name) == [], name
 
 

@@ -97,6 +97,7 @@ def lease(holder: str | None, name: str = "topolabel-ib-compute") -> dict[str, A
 MINE = {"app.kubernetes.io/managed-by": "topolabel"}
 COMPUTE = {**MINE, "topolabel.dev/ib-fabric": "compute"}
 SHARD = {**COMPUTE, "topolabel.dev/shard-of": "topolabel-ib-compute"}
+LEASE_WRITES = Policy(DOCS[("ValidatingAdmissionPolicy", "topolabel-ib-collector-lease-writes")])
 LEASE_POLICY = Policy(DOCS[("ValidatingAdmissionPolicy", "topolabel-ib-collector-lease-holder")])
 
 
@@ -113,7 +114,10 @@ LEASE_POLICY = Policy(DOCS[("ValidatingAdmissionPolicy", "topolabel-ib-collector
     ("UPDATE", "leases", "topolabel-ib-compute", lease(POD), lease(None)),  # handing it over
 ])
 def test_policy_allows_the_collectors_own_objects(operation: str, resource: str, name: str, old: Any, new: Any) -> None:
-    assert POLICY.denials(cel_request(operation, resource, name), old, new) == []
+    request = cel_request(operation, resource, name)
+    assert POLICY.denials(request, old, new) == []
+    if resource == "leases":
+        assert LEASE_WRITES.denials(request, old, new) == []
 
 
 @pytest.mark.parametrize("what, operation, resource, name, old, new", [
@@ -130,14 +134,25 @@ def test_policy_allows_the_collectors_own_objects(operation: str, resource: str,
     ("a shard without its manifest's label", "CREATE", "configmaps", "topolabel-ib-compute-0a1b2c3d4e5f-0", None,
      configmap("x", COMPUTE)),
     ("another Lease", "UPDATE", "leases", "kube-scheduler", {"metadata": {}}, {"metadata": {}}),
-    ("a Lease for another pod", "UPDATE", "leases", "topolabel-ib-compute", lease(POD), lease(OTHER_POD)),
-    ("a Lease it does not hold released", "UPDATE", "leases", "topolabel-ib-compute", lease(OTHER_POD), lease(None)),
     ("deleting another", "DELETE", "configmaps", "kube-root-ca.crt", configmap("kube-root-ca.crt"), None),
 ])
 def test_policy_denies(what: str, operation: str, resource: str, name: str, old: Any, new: Any) -> None:
     denied = POLICY.denials(cel_request(operation, resource, name), old, new)
     assert denied, f"{what} was allowed"
     assert POLICY.denials(cel_request(operation, resource, name, user="system:admin"), old, new) is None
+
+
+@pytest.mark.parametrize("what, operation, old, new, pod", [
+    ("a Lease for another pod", "UPDATE", lease(POD), lease(OTHER_POD), POD),
+    ("a Lease taken for another pod", "CREATE", None, lease(OTHER_POD), POD),
+    ("a Lease it does not hold released", "UPDATE", lease(OTHER_POD), lease(None), POD),
+    ("a Lease written by a token bound to no pod", "UPDATE", lease(POD), lease(POD), None),
+])
+def test_the_lease_policy_denies(what: str, operation: str, old: Any, new: Any, pod: str | None) -> None:
+    request = cel_request(operation, "leases", "topolabel-ib-compute", pod=pod)
+    assert POLICY.denials(request, old, new) == []  # named and shaped as the collector's
+    assert LEASE_WRITES.denials(request, old, new), f"{what} was allowed"
+    assert LEASE_WRITES.denials(cel_request(operation, "leases", "x", user="system:admin", pod=pod), old, new) is None
 
 
 @pytest.mark.parametrize("operation, old, new", [
@@ -181,11 +196,18 @@ def test_on_the_server_the_collector_may_do_exactly_its_calls(kube_cluster: Kube
                                  check=False)
         return result.stdout.strip() == "yes"
 
-    for verb in ("get", "create", "update"):
-        assert can(verb, "leases.coordination.k8s.io", "-n", NAMESPACE)
-    for verb in ("get", "create", "update", "patch", "delete"):
+    own = "topolabel-ib-fe80000000000000"  # the default fabric's Lease and manifest
+    assert can("create", "leases.coordination.k8s.io", "-n", NAMESPACE)
+    for verb in ("get", "update"):
+        assert can(verb, f"leases.coordination.k8s.io/{own}", "-n", NAMESPACE)
+        assert not can(verb, "leases.coordination.k8s.io/kube-leader", "-n", NAMESPACE)
+    for verb in ("create", "delete"):
         assert can(verb, "configmaps", "-n", NAMESPACE)
+    for verb in ("get", "update", "patch"):
+        assert can(verb, f"configmaps/{own}", "-n", NAMESPACE)
+        assert not can(verb, "configmaps/team-settings", "-n", NAMESPACE)
     for args in (("list", "configmaps", "-n", NAMESPACE), ("watch", "configmaps", "-n", NAMESPACE),
+                 ("get", "configmaps", "-n", NAMESPACE), ("get", "leases.coordination.k8s.io", "-n", NAMESPACE),
                  ("delete", "leases.coordination.k8s.io", "-n", NAMESPACE), ("get", "configmaps", "-n", "default"),
                  ("create", "leases.coordination.k8s.io", "-n", "kube-system"), ("get", "secrets", "-n", NAMESPACE),
                  ("list", "nodes"), ("patch", "nodes"), ("list", "configmaps", "--all-namespaces")):
