@@ -59,7 +59,7 @@ def add_timeouts(group: argparse._ActionsContainer) -> None:
                        help=f"seconds to wait for a connection to the API server (default: {Timeouts.connect:g})")
     group.add_argument("--request-timeout", type=seconds, default=Timeouts.read, metavar="SECONDS",
                        help="seconds to wait for each answer of the API server, headers and whole body "
-                            f"included; retries of a call end within it too (default: {Timeouts.read:g})")
+                            f"included; no retry of a call starts after it (default: {Timeouts.read:g})")
 
 
 def seconds(text: str) -> float:
