@@ -840,7 +840,8 @@ def main(argv: list[str] | None = None) -> int:
     cli_parser()  # load every command and source before forking
     from kubernetes import client
 
-    client.CoreV1Api  # noqa: B018 - imported on first use, which takes seconds (each served case would pay it)
+    client.CoreV1Api, client.CustomObjectsApi  # noqa: B018 - imported on first use, which takes seconds (2 CPU s:
+    # pydantic models), and each served case would pay it
     from hack.fuzz_hostile import HostileServer, add_fixtures
 
     rng = random.Random(args.seed)
