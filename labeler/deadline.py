@@ -81,7 +81,7 @@ class DeadlineSocket:
 
     def __init__(self, sock: Any, conn: _DeadlineMixin) -> None:
         self._sock, self._conn = sock, conn
-        self._timeout = sock.gettimeout()
+        self._timeout: float | None = sock.gettimeout()
 
     def settimeout(self, timeout: float | None) -> None:
         self._timeout = timeout
@@ -98,15 +98,15 @@ class DeadlineSocket:
 
     def recv_into(self, *args: Any) -> int:
         self._bound()
-        return self._sock.recv_into(*args)
+        return int(self._sock.recv_into(*args))
 
     def recv(self, *args: Any) -> bytes:
         self._bound()
-        return self._sock.recv(*args)
+        return bytes(self._sock.recv(*args))
 
     def send(self, *args: Any) -> int:
         self._bound()
-        return self._sock.send(*args)
+        return int(self._sock.send(*args))
 
     def sendall(self, *args: Any) -> None:
         self._bound()

@@ -131,7 +131,7 @@ def retry_delay(exc: ApiException | None, attempt: int) -> float:
         seconds = math.nan
     if math.isfinite(seconds):
         return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-    return min(0.2 * 2 ** attempt, 10.0) * (0.5 + random.random() / 2)
+    return min(0.2 * 2.0 ** attempt, 10.0) * (0.5 + random.random() / 2)
 
 
 @dataclass
@@ -225,12 +225,12 @@ def request_json(api: client.ApiClient, method: str, path: str, *, body: Any = N
                               header_params={"Content-Type": content_type, "Accept": "application/json"},
                               body=body, auth_settings=["BearerToken"])
     resp = api.call_api(*req, _request_timeout=timeout)
-    resp.data = read_body(api, resp.response)
+    raw = read_body(api, resp.response)
     if not 200 <= resp.status <= 299:
-        raise ApiException.from_response(http_resp=resp, body=resp.data[:65536].decode(errors="replace"), data=None)
-    if not resp.data:
+        raise ApiException.from_response(http_resp=resp, body=raw[:65536].decode(errors="replace"), data=None)
+    if not raw:
         return None
-    data = decode_answer(resp.data, f"{api.configuration.host}: {path}", resp.response)
+    data = decode_answer(raw, f"{api.configuration.host}: {path}", resp.response)
     if not isinstance(data, dict):
         raise KubeUnreachable(f"{api.configuration.host}: answered {path} with {kind_of(data)}, not an object")
     return data

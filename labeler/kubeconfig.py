@@ -164,7 +164,7 @@ def resolve_exec(config: dict[str, Any], context: str | None, origin: str) -> Cr
     user = next((u for u in config["users"] if ctx is not None and u["name"] == ctx.get("user")), None)
     if user is None or not user["user"].get("exec"):
         return None
-    cluster = next((c["cluster"] for c in config["clusters"] if ctx is not None and c["name"] == ctx.get("cluster")), {})
+    cluster: dict[str, Any] = next((c["cluster"] for c in config["clusters"] if ctx is not None and c["name"] == ctx.get("cluster")), {})
     plugin = user["user"].pop("exec")
     where = f"{origin}: user {user['name']}: exec plugin {plugin['command']}"
 

@@ -20,8 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from labeler.documents import mapping
 from labeler.errors import InputError, TopologyError
 from labeler.nodes import Node, list_items
+from labeler.quantities import stored
 
-from ..quantities import stored
 from .workloads import check_metadata, check_pod_spec
 
 PODS = "pods"
@@ -230,7 +230,8 @@ def untolerated_taint(taints: Iterable[Mapping[str, Any]],
 
 
 def _expression_matches(labels: Mapping[str, str], expr: Mapping[str, Any]) -> bool:
-    key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    key: Any = expr.get("key")  # the document's: a missing key is in no node's labels
+    op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
     present = key in labels
     if op == "In":
         return present and labels[key] in values

@@ -34,8 +34,8 @@ def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for plural, kind in KUEUE_PLURALS.items():
         try:
-            items = list_objects(api, lambda token, p=plural: custom.list_cluster_custom_object(
-                KUEUE_GROUP, KUEUE_VERSION, p, limit=500, _continue=token, _preload_content=False), f"the {plural} list")
+            items = list_objects(api, lambda token: custom.list_cluster_custom_object(  # called here, at once
+                KUEUE_GROUP, KUEUE_VERSION, plural, limit=500, _continue=token, _preload_content=False), f"the {plural} list")
         except ApiException as exc:
             if exc.status == 404:
                 raise TopologyError(f"the cluster serves no {KUEUE_GROUP}/{KUEUE_VERSION} {plural}; "

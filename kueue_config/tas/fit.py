@@ -194,7 +194,7 @@ def _resource_groups(queue: Queue, requests: Resources) -> tuple[list[ResourceGr
     groups: dict[frozenset[str], list[Flavor]] = {}
     for f in queue.flavors:
         groups.setdefault(queue.covered.get(f.name, frozenset()), []).append(f)
-    used = [(cov, tuple(fl)) for cov, fl in groups.items() if cov & set(requests)]
+    used: list[ResourceGroup] = [(cov, tuple(fl)) for cov, fl in groups.items() if cov & set(requests)]
     missing = sorted(r for r, v in requests.items() if v and not any(r in cov for cov in groups))
     return used, missing
 
@@ -384,8 +384,8 @@ class _WorkloadFit:
             placed, reason = _place_flavor(self.trees, flavor, reqs, assumed, self.index)
             results.update({p.podset: p for p in placed})
             if reason and not message:
-                failed = next(p for p in placed if not p.fits)
-                message = f"couldn't assign flavors to pod set {failed.podset}: {reason}"
+                first = next(p for p in placed if not p.fits)
+                message = f"couldn't assign flavors to pod set {first.podset}: {reason}"
             if assumed is not shared:
                 _merge(used, assumed)
         _merge(used, shared)

@@ -502,6 +502,7 @@ class Placer:
             idx += 1
         leaves: dict[str, list[tuple[Leaf, int]]] = {}
         ordered = sorted(current, key=lambda d: d.values)
+        # the descent ends at the lowest level, so every domain left is a Leaf (mypy sees Domains: the ignores)
         if leader is not None:
             leaves[leader.name] = [(d, d.leaders) for d in ordered if d.leaders > 0]  # type: ignore[misc]
         leaves[workers.name] = [(d, d.pods) for d in ordered if d.pods > 0]  # type: ignore[misc]

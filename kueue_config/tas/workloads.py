@@ -200,7 +200,8 @@ def _batch_job(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
 
 
 def _jobset(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
-    podsets, inner = [], []
+    podsets: list[PodSet] = []
+    inner: list[Path] = []
     for i, rjob in enumerate(_list(obj, ("spec", "replicatedJobs"), ref)):
         where = f"{ref} spec.replicatedJobs[{i}]"
         rjob = mapping(rjob, where)

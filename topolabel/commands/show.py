@@ -91,7 +91,7 @@ def _placed(report: FitReport | None, flavor: str) -> dict[str, int]:
     for p in report.podsets if report else []:
         if p.flavor == flavor:
             for n in p.nodes:
-                key = n.get("node") or n.get("domain")
+                key = n["node"] if "node" in n else n["domain"]  # fit names one of the two
                 out[key] = out.get(key, 0) + n["pods"]
     return out
 
@@ -138,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
         shape = view_of(args)
         lines = headline(job_line, shape) if job_line else []
         for view in views:
-            tree = text_tree(view, shape.width, shape.wide)
-            lines += [*headline(tree[0], shape), *tree[1:]]
+            drawn = text_tree(view, shape.width, shape.wide)
+            lines += [*headline(drawn[0], shape), *drawn[1:]]
             excluded = view.excluded.text(view.flavor, ctx.setup.flavors[view.flavor].node_labels)
             if excluded:
                 lines += headline(f"nodes left out: {excluded}", shape)

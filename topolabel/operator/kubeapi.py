@@ -10,6 +10,7 @@ Calls are counted by Kubernetes verb, the words RBAC and the audit log use, not 
 
 from __future__ import annotations
 
+import builtins
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -115,7 +116,7 @@ class Kube:
                 raise
         return None
 
-    def list_nodes(self) -> list[Node]:
+    def list_nodes(self) -> builtins.list[Node]:  # `list` here is the method above
         return nodes_from_pages(self.pages("/api/v1/nodes"), "cluster")
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:

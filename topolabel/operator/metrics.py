@@ -166,6 +166,6 @@ async def serve(metrics: Metrics, health: Health, host: str, port: int) -> tuple
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port
+    bound = runner.addresses[0][1] if runner.addresses else port  # port 0: the one the system chose
     log.info("serving /metrics, /healthz and /readyz on http://%s:%d", host, bound)
     return runner, bound
