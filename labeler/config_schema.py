@@ -149,7 +149,7 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
         out["enum"] = [node["const"]]
     if "exclusiveMinimum" in node:
         out.update(minimum=node["exclusiveMinimum"], exclusiveMinimum=True)
-    if "properties" in node:
+    if node.get("properties"):  # never empty: the server drops it, and helm's server-side apply then conflicts
         out["properties"] = {k: _structural(v, defs) for k, v in node["properties"].items()}
     if "items" in node:
         out["items"] = _structural(node["items"], defs)
