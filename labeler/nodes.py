@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import os
+import stat
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -10,8 +13,9 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import msgspec
 
-from .documents import mapping, read_document, sequence, string_map, text
+from .documents import load, mapping, read_document, sequence, string_map, text
 from .errors import InputError
+from .files import read_bytes, text_of
 from .gcpause import paused_gc
 from .jsonlist import RawItem, decode, raw_items
 
@@ -260,14 +264,26 @@ def read_items(path: str | Path, kind: str, raw: bool = False) -> Iterator[Any]:
 
     A JSON List is streamed item by item (`labeler.jsonlist`), so memory follows what the caller keeps of each
     object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
-    (YAML, one object, stdin) is read whole by `read_document`. With `raw`, streamed items come as their JSON
-    bytes (memoryviews) for the caller to decode."""
-    if str(path) != "-" and _starts_json_object(path):
-        with raw_items(path) as items:
+    (YAML, one object) is read whole by `load`. A file that can be read only once (stdin, a pipe, `<(...)`,
+    /dev/stdin) is read into memory first, once, and then the same way. With `raw`, streamed items come as
+    their JSON bytes (memoryviews) for the caller to decode."""
+    origin = str(path)
+    data = None if _regular(path) else read_bytes(path)
+    if data is not None or _starts_json_object(path):
+        with raw_items(path if data is None else io.BytesIO(data), origin) as items:
             if items is not None:
-                yield from items if raw else (decode(item, str(path)) for item in items)
+                yield from items if raw else (decode(item, origin) for item in items)
                 return
-    yield from list_items(read_document(path), kind, str(path))
+    yield from list_items(read_document(path) if data is None else load(text_of(data, origin), origin), kind, origin)
+
+
+def _regular(path: str | Path) -> bool:
+    """Whether `path` is a regular file, which can be read twice (a peek, then the read); '-', a pipe or a
+    device cannot."""
+    try:
+        return str(path) != "-" and stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # the read reports it
 
 
 def _starts_json_object(path: str | Path) -> bool:
