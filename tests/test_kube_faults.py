@@ -204,11 +204,13 @@ def commands(kubeconfig: str, snapshot: str) -> dict[str, list[str]]:
             "apply": ["apply", "--snapshot", snapshot, "--kubeconfig", kubeconfig],
             "show": ["show", "--kubeconfig", kubeconfig], "fit": ["fit", job, "--kubeconfig", kubeconfig],
             "job check": ["job", "check", job, "--kubeconfig", kubeconfig],
-            "job annotate": ["job", "annotate", job, "--queue", "gpu", "--within", "block", "--kubeconfig", kubeconfig]}
+            "job annotate": ["job", "annotate", job, "--queue", "gpu", "--within", "block", "--kubeconfig", kubeconfig],
+            "why": ["why", "default/job-a", "--kubeconfig", kubeconfig],
+            "capacity": ["capacity", "--size", "2", "--gpus", "8", "--within", "block", "--kubeconfig", kubeconfig]}
 
 
 @pytest.mark.parametrize("command", ["discover", "plan", "kueue", "verify", "export", "apply", "show", "fit",
-                                     "job check", "job annotate"])
+                                     "job check", "job annotate", "why", "capacity"])
 def test_every_command_that_reads_the_cluster_answers_a_wrong_shape_in_one_line(
         command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with FaultServer(answering(b'{"items": 5}', where="/api")) as server:
