@@ -17,10 +17,12 @@ CHART = ROOT / "charts" / "topolabel"
 COPIES = {
     "crds/topologylabelers.topolabel.dev.yaml": "manifests/crd.yaml",
     "files/rbac.yaml": "manifests/rbac.yaml",
+    "files/admission-policy.yaml": "manifests/admission-policy.yaml",
     "files/agent-rbac.yaml": "manifests/agent/rbac.yaml",
     "files/agent-admission-policy.yaml": "manifests/agent/admission-policy.yaml",
     "files/ib-collector-rbac.yaml": "manifests/ib-collector/rbac.yaml",
     "files/ib-collector-admission-policy.yaml": "manifests/ib-collector/admission-policy.yaml",
+    "files/capacity-rbac.yaml": "manifests/capacity/rbac.yaml",
 }
 
 

@@ -14,13 +14,14 @@ from .kube import CallStats, api_error, call_with_retries
 from .plan import Plan
 from .progress import Progress, quiet
 
-Patcher = Callable[[str, dict], None]
+Patcher = Callable[[str, dict[str, Any]], None]
 
 
 class Change(Protocol):
     """One node's change: the node and the merge patch that makes it (`plan.NodeChange`, `AnnotationChange`)."""
 
-    node: str
+    @property
+    def node(self) -> str: ...  # read-only: the changes are frozen dataclasses
 
     def patch(self) -> dict[str, Any]: ...
 
@@ -55,26 +56,29 @@ class ApplyResult:
     unreachable: list[str] = field(default_factory=list)
     retries: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"written": len(self.written), "failed": dict(sorted(self.failed.items())), "retries": self.retries}
 
 
 def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5,
-               patient: bool = False, progress: Progress = quiet) -> ApplyResult:
+               patient: bool = False, progress: Progress = quiet, budget: float | None = None) -> ApplyResult:
     """Send each change of the plan through `patch(node, body)` (`apply_changes`)."""
-    return apply_changes(plan.changes, patch, concurrency, retries, patient, progress)
+    return apply_changes(plan.changes, patch, concurrency, retries, patient, progress, budget=budget)
 
 
 def apply_changes(changes: Sequence[Change], patch: Patcher, concurrency: int = 16, retries: int = 5,
-                  patient: bool = False, progress: Progress = quiet, what: str = "writing labels") -> ApplyResult:
+                  patient: bool = False, progress: Progress = quiet, what: str = "writing labels",
+                  budget: float | None = None) -> ApplyResult:
     """Send each change through `patch(node, body)`; a failure, whatever it is, is recorded for that node and
-    the rest go on, so the result always says what was written. `patient`: retry timeouts too (operator)."""
+    the rest go on, so the result always says what was written. `patient`: retry timeouts too (operator);
+    `budget`: seconds within which each node's retries end (the CLI's request timeout)."""
     result = ApplyResult()
     stats = CallStats()
 
     def write(change: Change) -> tuple[str, str | None, bool]:
         try:
-            call_with_retries(lambda: patch(change.node, change.patch()), retries, stats, patient=patient)
+            call_with_retries(lambda: patch(change.node, change.patch()), retries, stats, patient=patient,
+                              budget=budget)
             return change.node, None, False
         except ApiException as exc:
             return change.node, api_error(exc), False

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import io
+import os
+import stat
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import msgspec
 
-from .documents import mapping, read_document, sequence, string_map, text
+from .documents import load, mapping, read_document, sequence, string_map, text
 from .errors import InputError
+from .files import read_bytes, text_of
 from .gcpause import paused_gc
 from .jsonlist import RawItem, decode, raw_items
 
@@ -118,9 +123,11 @@ class NodeReader:
         meta, spec, status = obj.metadata, obj.spec, obj.status
         if obj.kind != "Node" or not meta.name:
             return None
-        ready, others = True, ()
+        ready = True
+        others: tuple[tuple[str, str, str, str], ...] = ()
         if status.conditions:  # one walk for both (a comprehension and a call per node: 0.2 CPU s at 100,000)
-            ready, found = False, []
+            ready = False
+            found: list[tuple[str, ...]] = []
             for c in status.conditions:
                 if c.type == "Ready":
                     ready = ready or c.status == "True"
@@ -139,8 +146,7 @@ class NodeReader:
         """The nodes read, refusing a list that names a node twice."""
         names = {n.name for n in self.nodes}
         if len(names) != len(self.nodes):
-            seen: set[str] = set()
-            dupes = sorted({n.name for n in self.nodes if n.name in seen or seen.add(n.name)})
+            dupes = sorted(name for name, count in Counter(n.name for n in self.nodes).items() if count > 1)
             raise InputError(f"{self.origin}: node(s) listed twice: {', '.join(dupes[:5])}")
         return self.nodes
 
@@ -163,7 +169,7 @@ class NodeReader:
     def _conditions(self, found: list[tuple[str, ...]]) -> tuple[tuple[str, str, str, str], ...]:
         """Other tools' conditions (not the kubelet's), one tuple of each distinct list."""
         kept = tuple(tuple(map(sys.intern, c)) for c in found if c[0] not in KUBELET_CONDITIONS)
-        return self._condition_lists.setdefault(kept, kept) if kept else ()  # type: ignore[arg-type]
+        return self._condition_lists.setdefault(kept, kept) if kept else ()  # type: ignore[arg-type]  # 4 fields each
 
     def _shared(self, value: Any, copy: Callable[[Any, str], dict[str, Any]], where: str) -> dict[str, Any]:
         """One `copy` of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""
@@ -225,7 +231,8 @@ def list_items(data: Any, kind: str, origin: str) -> Iterable[Any]:
     if isinstance(data, Mapping) and data.get("kind") == kind:
         return [data]
     if isinstance(data, Mapping) and isinstance(data.get("items"), list):
-        return data["items"]
+        items: list[Any] = data["items"]
+        return items
     if isinstance(data, list):
         return data
     raise InputError(f"{origin}: expected a {kind}List (kubectl get {kind.lower()}s -o yaml) or a list of {kind}s")
@@ -257,14 +264,26 @@ def read_items(path: str | Path, kind: str, raw: bool = False) -> Iterator[Any]:
 
     A JSON List is streamed item by item (`labeler.jsonlist`), so memory follows what the caller keeps of each
     object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
-    (YAML, one object, stdin) is read whole by `read_document`. With `raw`, streamed items come as their JSON
-    bytes (memoryviews) for the caller to decode."""
-    if str(path) != "-" and _starts_json_object(path):
-        with raw_items(path) as items:
+    (YAML, one object) is read whole by `load`. A file that can be read only once (stdin, a pipe, `<(...)`,
+    /dev/stdin) is read into memory first, once, and then the same way. With `raw`, streamed items come as
+    their JSON bytes (memoryviews) for the caller to decode."""
+    origin = str(path)
+    data = None if _regular(path) else read_bytes(path)
+    if data is not None or _starts_json_object(path):
+        with raw_items(path if data is None else io.BytesIO(data), origin) as items:
             if items is not None:
-                yield from items if raw else (decode(item, str(path)) for item in items)
+                yield from items if raw else (decode(item, origin) for item in items)
                 return
-    yield from list_items(read_document(path), kind, str(path))
+    yield from list_items(read_document(path) if data is None else load(text_of(data, origin), origin), kind, origin)
+
+
+def _regular(path: str | Path) -> bool:
+    """Whether `path` is a regular file, which can be read twice (a peek, then the read); '-', a pipe or a
+    device cannot."""
+    try:
+        return str(path) != "-" and stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # the read reports it
 
 
 def _starts_json_object(path: str | Path) -> bool:

@@ -33,6 +33,7 @@ class _Problem(msgspec.Struct, forbid_unknown_fields=True):
     source: str = ""
     message: str = ""
     node: str | None = None
+    claim: bool = False
 
 
 class _Snapshot(msgspec.Struct, forbid_unknown_fields=True):
@@ -77,7 +78,7 @@ def _checked(found: _Snapshot, origin: str) -> Snapshot | None:
     for name, column, one in zip(names, columns, domains):
         if len(one) < len(column):  # decoding made a string per node: keep one per domain
             _share(found.nodes, name, map(one.__getitem__, column))
-    return Snapshot(levels, found.nodes, [Problem(p.source, p.message, p.node) for p in found.problems])
+    return Snapshot(levels, found.nodes, [Problem(p.source, p.message, p.node, p.claim) for p in found.problems])
 
 
 def _node_names(names: Collection[str]) -> bool:
@@ -96,4 +97,5 @@ def _share(nodes: dict[str, dict[str, str]], level: str, strings: Iterable[str])
 
 def _as_data(found: _Snapshot) -> dict[str, Any]:
     """`found` as the plain data `json` would have read (so the generic checks name its problem)."""
-    return msgspec.to_builtins(found)
+    data: dict[str, Any] = msgspec.to_builtins(found)
+    return data

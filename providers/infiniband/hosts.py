@@ -5,6 +5,12 @@ set it. Until then it is the adapter's default (`MT4129 ConnectX7   Mellanox Tec
 host; such HCAs are mapped by GUID. A GUID map comes from a file (`--guid-map`) or from the node
 annotation `topolabel.dev/ib-node-guids` that an agent writes from `/sys/class/infiniband/*/node_guid`.
 Both hold entries `GUID` or `DEVICE=GUID` (GUIDs as `0x...`, plain hex or `/sys`'s `xxxx:xxxx:xxxx:xxxx`).
+
+Each of these is a claim some node could have made up: a node writes its own annotation, and the host of an
+HCA sets its description. So no claim beats another: an HCA that two of them give to different nodes (two
+annotations, the map and an annotation, a description naming a node whose own annotation does not list the
+HCA) belongs to none of them, and each node named is a problem marked as a claim. One node can then never
+move another by claiming its HCAs; at worst the HCA goes unused and the nodes keep their labels.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Any, Callable, Mapping, Sequence
 from labeler.errors import InputError
 from labeler.nodes import Node
 
-from . import ANNOTATION
+from .options import ANNOTATION
 from .fabric import Fabric
 from .parse import parse_guid
 
@@ -54,14 +60,17 @@ class Hca:
 
 @dataclass
 class GuidMap:
-    """GUID -> owner from a file and/or node annotations, with the entries that could not be read."""
+    """GUID -> the nodes that claim it (a file and/or node annotations), with the entries that could not be
+    read. `annotated`: nodes that published their own GUIDs (an annotation lists all of a node's HCAs)."""
 
-    owners: dict[int, Owner] = field(default_factory=dict)
+    claims: dict[int, dict[str, Owner]] = field(default_factory=lambda: defaultdict(dict))
     errors: list[tuple[str, str]] = field(default_factory=list)  # (node, message)
     by_node: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    annotated: set[str] = field(default_factory=set)
 
-    def add(self, node: str, value: Any, origin: str) -> None:
-        """Add one node's entries: a string (`mlx5_0=0x..., mlx5_1=...`), a list of them, or an int GUID."""
+    def add(self, node: str, value: Any, origin: str, own: bool = False) -> None:
+        """Add one node's entries: a string (`mlx5_0=0x..., mlx5_1=...`), a list of them, or an int GUID.
+        `own`: the node published them itself (its annotation)."""
         items = value if isinstance(value, list) else [value]
         for item in items:
             for entry in (re.split(r"[\s,]+", item.strip()) if isinstance(item, str) else [item]):
@@ -72,8 +81,18 @@ class GuidMap:
                 except InputError as exc:
                     self.errors.append((node, f"{origin}: {exc}"))
                     continue
-                self.owners[guid] = Owner(node, device)
+                self.claims[guid].setdefault(node, Owner(node, device))
                 self.by_node[node].add(guid)
+        if own:
+            self.annotated.add(node)
+
+    def claimants(self, guids: Sequence[int]) -> dict[str, Owner]:
+        """Every node that claims one of `guids` (an HCA's node and port GUIDs)."""
+        found: dict[str, Owner] = {}
+        for guid in guids:
+            for node, owner in self.claims.get(guid, {}).items():
+                found.setdefault(node, owner)
+        return found
 
 
 def _entry(entry: Any) -> tuple[str | None, int]:
@@ -105,7 +124,7 @@ def add_annotations(guids: GuidMap, nodes: Sequence[Node], key: str = ANNOTATION
         if value and len(value) > MAX_ANNOTATION:
             guids.errors.append((node.name, f"annotation {key}: {len(value)} characters, more than {MAX_ANNOTATION}"))
         elif value:
-            guids.add(node.name, value, f"annotation {key}")
+            guids.add(node.name, value, f"annotation {key}", own=True)
 
 
 def describe(desc: str) -> tuple[str | None, str | None, str]:
@@ -140,32 +159,47 @@ def host_hcas(fabric: Fabric) -> tuple[list[Hca], int]:
     return hcas, aggregation
 
 
-def assign_owners(hcas: Sequence[Hca], guids: GuidMap, resolve: Callable[[str], str | None]) -> list[str]:
-    """Set each HCA's host (a node name via `resolve(name)`) and device; returns notices on conflicts.
+def assign_owners(hcas: Sequence[Hca], guids: GuidMap, resolve: Callable[[str], str | None]) -> list[tuple[str, str]]:
+    """Set each HCA's host (a node name via `resolve(name)`) and device; returns (node, message) for each node
+    in a contested claim (see the module's docstring), which the caller reports as claims.
 
-    A GUID map wins over the description: the agent read the GUID on the host itself, while a description
-    can be stale. HCAs whose description is shared with another HCA cannot be told apart and stay unknown.
+    HCAs whose description is shared with another HCA cannot be told apart and stay unknown.
     """
-    notices = []
+    contested: list[tuple[str, str]] = []
     shared = Counter(h.desc for h in hcas)
-    owners = guids.owners
     for hca in hcas:
         host, device, why = describe(hca.desc)
         if host and shared[hca.desc] > 1:
             host, why = None, f"description is on {shared[hca.desc]} HCAs"
-        owner = next((owners[g] for g in (hca.guid, *hca.port_guids) if g in owners), None) if owners else None
-        if owner is not None:
-            mapped = resolve(owner.node) or owner.node
-            named = resolve(host) if host else None
-            if named and named != mapped:
-                notices.append(f"{hca.label}: description says host {host!r}, GUID map says {owner.node!r}; "
-                               "using the GUID map")
-            hca.host, hca.device = mapped, owner.device or device
+        owners = guids.claimants((hca.guid, *hca.port_guids)) if guids.claims else {}
+        named = (resolve(host) or host) if host else None
+        mapped = {resolve(node) or node: owner for node, owner in owners.items()}
+        disowned = named is not None and named in guids.annotated and named not in mapped
+        claims = {**mapped, **({named: Owner(named, device)} if named and (mapped or disowned) else {})}
+        if len(claims) > 1 or disowned:
+            hca.device = device or next(iter(claims.values())).device
+            hca.unknown = f"claimed by {', '.join(sorted(claims))}" + (" (not in its own annotation)" if disowned else "")
+            for node in sorted(claims):
+                contested.append((node, _contest(hca, node, named, mapped, disowned)))
+        elif mapped:
+            node, owner = next(iter(mapped.items()))
+            hca.host, hca.device = node, owner.device or device
         elif host:
-            hca.host, hca.device = resolve(host) or host, device
+            hca.host, hca.device = named, device
         else:
             hca.device, hca.unknown = device, why
-    return notices
+    return contested
+
+
+def _contest(hca: Hca, node: str, named: str | None, mapped: Mapping[str, Owner], disowned: bool) -> str:
+    """The problem of one node in a contested claim on `hca`."""
+    how = " and ".join((["a GUID map entry or annotation"] if node in mapped else [])
+                       + (["the HCA's description"] if node == named else []))
+    others = sorted(set(mapped) | ({named} if named else set()) - {node})
+    why = (f"by {how}, but its own {ANNOTATION} annotation does not list it" if disowned and node == named
+           else f"by {how}, and also to {', '.join(others)}")
+    return (f"{hca.label} is given to this node {why}; it counts for no node and their labels stay as they are "
+            "(correct the GUID map, the annotation or the HCA's description)")
 
 
 def name_resolver(nodes: Sequence[Node]) -> Callable[[str], str | None]:

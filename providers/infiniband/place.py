@@ -17,7 +17,7 @@ from labeler.gcpause import paused_gc
 from labeler.model import Discovery
 from labeler.nodes import Node
 
-from . import ANNOTATION
+from .options import ANNOTATION
 from .fabric import Fabric
 from .health import missing_uplinks, slow_links
 from .hosts import GuidMap, Hca, assign_owners, host_hcas, name_resolver
@@ -47,7 +47,7 @@ class Survey:
 
     hcas: list[Hca]
     aggregation: int  # SHARP aggregation nodes left out
-    notices: list[str]  # owner conflicts between descriptions and the GUID map
+    contested: list[tuple[str, str]]  # (node, why) of each node in a contested claim on an HCA
     tiers: Tiers
     names: dict[int, str]  # switch GUID -> readable name
     selected: list[Hca]  # HCAs with a host that the request counts
@@ -62,7 +62,7 @@ def survey(fabric: Fabric, request: Request) -> Survey:
     hcas, aggregation = host_hcas(fabric)
     if not any(data["kind"] == "switch" for data in fabric.nodes.values()):
         raise SourceError(_no_switches(request.origin, hcas))
-    notices = assign_owners(hcas, request.guids or GuidMap(), name_resolver(request.nodes))
+    contested = assign_owners(hcas, request.guids or GuidMap(), name_resolver(request.nodes))
     tiers = classify(fabric, (link[0] for h in hcas for link in h.links))
     names = switch_names({g: d["desc"] for g, d in fabric.nodes.items() if d["kind"] == "switch"})
     selected = [h for h in hcas if h.host and _wanted(h, request.pattern)]
@@ -70,13 +70,13 @@ def survey(fabric: Fabric, request: Request) -> Survey:
     groups = leaf_groups(host_links)
     found_blocks = blocks(fabric, tiers, groups)
     tiers = with_empty_leaves(fabric, tiers, found_blocks.of)
-    return Survey(hcas, aggregation, notices, tiers, names, selected, host_links, groups, found_blocks)
+    return Survey(hcas, aggregation, contested, tiers, names, selected, host_links, groups, found_blocks)
 
 
 @paused_gc()
 def place(fabric: Fabric, request: Request) -> Discovery:
     seen = survey(fabric, request)
-    hcas, aggregation, notices, tiers, names = seen.hcas, seen.aggregation, seen.notices, seen.tiers, seen.names
+    hcas, aggregation, contested, tiers, names = seen.hcas, seen.aggregation, seen.contested, seen.tiers, seen.names
     selected, host_links, groups, found_blocks = seen.selected, seen.host_links, seen.groups, seen.blocks
     guids = request.guids or GuidMap()
     block_of = found_blocks.of
@@ -87,8 +87,8 @@ def place(fabric: Fabric, request: Request) -> Discovery:
 
     found = Discovery(request.source, ("block", "leafgroup") if three_level else ("leafgroup",))
     found.problem(_shape(tiers, leaf_blocks, three_level, host_links, groups, selected, aggregation))
-    for message in notices:
-        found.problem(message)
+    for node, message in contested:
+        found.problem(message, node, claim=True)
     for node, message in guids.errors:
         found.problem(message, node)
     _report_unknown(found, hcas, names)
@@ -99,7 +99,8 @@ def place(fabric: Fabric, request: Request) -> Discovery:
         path = (group_names[str(group)],)
         group_paths[group] = (block_names[block_of[min(groups.members[group])]], *path) if three_level else path
     paths = {host: group_paths[group] for host, group in groups.host_group.items()}
-    _read_off(found, paths, hcas, request)
+    claimants = {node for node, _ in contested}
+    _read_off(found, {host: path for host, path in paths.items() if host not in claimants}, hcas, request, claimants)
     placed = {h.guid: h.host for h in hcas if h.host in found.paths}
     for message, hca_guids in slow_links(fabric, tiers, names):
         found.problem(message, next((placed[g] for g in hca_guids if g in placed), None))
@@ -204,8 +205,10 @@ def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], 
                       "(cable missing, HCA or port down, or HCA not mapped); placed by its other links", host)
 
 
-def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequence[Hca], request: Request) -> None:
-    """The requested nodes' paths; nodes without a placed HCA and fabric hosts outside the cluster are problems."""
+def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequence[Hca], request: Request,
+              claimants: set[str]) -> None:
+    """The requested nodes' paths; nodes without a placed HCA and fabric hosts outside the cluster are problems.
+    Nodes in a contested claim are left as they are (their claim problems say why)."""
     if not request.nodes:
         found.paths.update(paths)
         return
@@ -215,6 +218,8 @@ def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequenc
             owned[hca.host].append(hca)
     guids = request.guids or GuidMap()
     for node in request.nodes:
+        if node.name in claimants:
+            continue
         if node.name in paths:
             found.paths[node.name] = paths[node.name]
         elif owned.get(node.name):
@@ -227,7 +232,7 @@ def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Sequenc
                     else f"no HCA description names it and no GUID is mapped to it; {MAP_HINT}")
             found.problem(f"no HCA in the InfiniBand fabric {request.origin}: {hint}", node.name)
     names = {n.name for n in request.nodes}
-    outside = sorted(set(paths) - names, key=natural_key)
+    outside = sorted(set(paths) - names - claimants, key=natural_key)
     if outside:
         listed = ", ".join(outside[:MAX_LISTED]) + (f" and {len(outside) - MAX_LISTED} more"
                                                      if len(outside) > MAX_LISTED else "")

@@ -8,11 +8,13 @@ import sys
 from kueue_config.tas import jobfile
 from kueue_config.tas.annotate import TASRequest, annotate
 from kueue_config.tas.gates import Gates
-from kueue_config.tas.lint import ERROR, WARNING, LintContext, lint, summary
+from kueue_config.tas.lint import ERROR, PENDING, WARNING, Finding, LintContext, lint, summary
+from kueue_config.tas.queueing import queue_warning
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
-from labeler.errors import TopologyError
+from labeler.errors import InputError, TopologyError
 from labeler.files import read_text, write_atomic
+from labeler.names import name_problem
 
 from ..output import emit, for_people, say, title, view_of
 from ..tables import Column, render
@@ -103,6 +105,9 @@ def _resolve(level: str, keys: tuple[tuple[str, ...], ...] | None, ctx: TASConte
 def run_annotate(args: argparse.Namespace) -> int:
     if args.required and args.preferred:
         raise TopologyError("--required and --preferred contradict each other: use --within LEVEL --preferred")
+    problem = name_problem(args.queue, limit=63)  # a LocalQueue's name, carried in a label value (63 at most)
+    if problem:
+        raise InputError(f"--queue: {problem}")
     text = read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)
@@ -114,6 +119,9 @@ def run_annotate(args: argparse.Namespace) -> int:
         slice_level = _resolve(args.slice_within, keys, ctx) if args.slice_within else None
         request = TASRequest(args.queue, level, args.preferred, args.slice_size, slice_level)
         notes += annotate(workload, request, keys[0] if keys and len(keys) == 1 else None)
+        warning = queue_warning(ctx.setup, args.queue, workload.namespace) if ctx.setup else None
+        if warning:
+            notes.append(f"warning: {workload.ref}: {warning}")
         if keys is None:
             notes.append(f"{workload.ref}: level {level} not checked against a Topology (no --kueue-dir, "
                          "--snapshot or --kubeconfig)")
@@ -135,6 +143,11 @@ def run_check(args: argparse.Namespace) -> int:
     for workload in workloads:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None
         findings += lint([workload], _context(ctx, workload, queue, args))
+        warning = queue_warning(ctx.setup, queue, workload.namespace) if ctx.setup and queue else None
+        if warning:
+            findings.append(Finding(WARNING, workload.ref, f'metadata.labels["{QUEUE_LABEL}"]', warning,
+                                    "create the LocalQueue in the job's namespace, or use one that exists there "
+                                    "(`topolabel job annotate --queue NAME`)", PENDING))
     counts = summary(findings)
     if for_people(args):
         if findings:
