@@ -52,7 +52,9 @@ def test_drops_on_one_hca_port_seen_by_the_collector_take_that_node_only(
     first = f"hca-{leader}-{fabric.truth.guids[leader][0][0]}"
     discover = ibnetdiscover_wrapper(workdir / "ibnetdiscover", {"*": (sim, first)})
     query = ibnetdiscover_wrapper(workdir / "ibqueryerrors", {"*": (sim, first)}, tool="ibqueryerrors")
-    collector = CollectorProcess(leader, ib["collector"], write_sysfs(workdir / "sys", hca_devices(fabric, leader)),
+    # its token bound to the pod it names as the Lease holder, as the lease-writes admission policy requires
+    kubeconfig = ib["collector_for"](f"collector-{leader}")
+    collector = CollectorProcess(leader, kubeconfig, write_sysfs(workdir / "sys", hca_devices(fabric, leader)),
                                  workdir, "--ibnetdiscover", str(discover), "--ib-errors", "--ibqueryerrors",
                                  str(query), "--lease-duration", str(LEASE_SECONDS), "--interval", "2",
                                  "--ib-timeout", "30")
