@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import defaultdict
 from typing import Collection, Mapping
@@ -35,6 +34,8 @@ FOREIGN_DOMAINS = {
 
 def short_hash(text: str) -> str:
     """A short, stable hash: the same input gives the same suffix on every run and machine."""
+    import hashlib  # most commands hash nothing (start-up time)
+
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LEN]
 
 

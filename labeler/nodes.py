@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-import msgspec
-
-from .documents import mapping, read_document, sequence, string_map, text
 from .errors import InputError
 from .gcpause import paused_gc
-from .jsonlist import RawItem, decode, raw_items
+
+if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time of commands reading none)
+    from pathlib import Path
+
+    from .jsonlist import RawItem
 
 
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
@@ -54,12 +54,17 @@ class NodeReader:
     are untrusted: a field of the wrong type is an `InputError` naming the node and the field."""
 
     def __init__(self, origin: str = "nodes") -> None:
+        from . import nodejson
+
+        self._json = nodejson
         self.origin = origin
         self.nodes: list[Node] = []
         self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
         self._taint_lists: dict[tuple[int, ...], tuple[Mapping[str, str], ...]] = {}
 
     def node(self, obj: Mapping[str, Any]) -> Node:
+        from .documents import mapping, sequence, text
+
         meta = mapping(obj.get("metadata"), f"{self.origin}: metadata")
         name = meta.get("name")
         if type(name) is not str or not name:
@@ -83,11 +88,13 @@ class NodeReader:
     def add(self, item: Any) -> None:
         """One item of a list: it must be a Node object. A raw JSON item (`read_items(raw=True)`) of the usual
         shape is decoded straight into its record; any other is decoded whole and read field by field."""
-        if isinstance(item, (memoryview, msgspec.Raw)):
+        if isinstance(item, self._json.RAW_ITEMS):
             node = self._typed(item)
             if node is not None:
                 self.nodes.append(node)
                 return
+            from .jsonlist import decode
+
             item = decode(item, self.origin)
         i = len(self.nodes)
         if not isinstance(item, dict):
@@ -101,8 +108,8 @@ class NodeReader:
         decodes only those fields: about a tenth of reading it as dicts); None for anything else, which `node`
         then reads or refuses with its messages."""
         try:
-            obj = _NODE_JSON.decode(raw)
-        except (msgspec.DecodeError, RecursionError):
+            obj = self._json.decode(raw)
+        except self._json.DECODE_ERRORS:
             return None
         meta, spec, status = obj.metadata, obj.spec, obj.status
         if obj.kind != "Node" or not meta.name:
@@ -129,12 +136,16 @@ class NodeReader:
     def _strings_of(value: Any, where: str) -> dict[str, str]:
         """A string-to-string copy with its keys and values interned (a cluster repeats them); YAML may have
         typed `gpu: 8` as an int, JSON from the API never does. Not a mapping of scalars: an `InputError`."""
+        if type(value) is dict:
+            try:
+                return dict(zip(map(sys.intern, value), map(sys.intern, value.values())))
+            except TypeError:  # sys.intern takes only strings
+                pass
+        from .documents import mapping, string_map
+
         if type(value) is not dict:
             return mapping(value, where)  # {} for null, else the error
-        try:
-            return dict(zip(map(sys.intern, value), map(sys.intern, value.values())))
-        except TypeError:  # sys.intern takes only strings
-            return {sys.intern(k): sys.intern(v) for k, v in string_map(value, where).items()}
+        return {sys.intern(k): sys.intern(v) for k, v in string_map(value, where).items()}
 
     def _taints(self, taints: list[dict[str, str]]) -> tuple[Mapping[str, str], ...]:
         """One tuple of each distinct list of (shared) taints: the nodes of a pool carry the same ones. Keyed
@@ -155,42 +166,10 @@ class NodeReader:
         return found
 
 
-class _Meta(msgspec.Struct):
-    name: str = ""
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-
-
-class _Spec(msgspec.Struct):
-    providerID: str = ""
-    taints: list[dict[str, str]] = []
-    unschedulable: bool = False
-
-
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-
-
-class _Status(msgspec.Struct):
-    allocatable: dict[str, str] = {}
-    conditions: list[_Condition] = []
-
-
-class _NodeJSON(msgspec.Struct):
-    """The fields of a Node that `NodeReader` keeps, with the types the API serves them in."""
-
-    kind: str = "Node"
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    spec: _Spec = msgspec.field(default_factory=_Spec)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-_NODE_JSON = msgspec.json.Decoder(_NodeJSON)
-
-
 def _taint(value: Any, where: str) -> dict[str, str]:
     """A taint as its own copy of strings (`timeAdded` and all)."""
+    from .documents import string_map
+
     return dict(string_map(value, where))
 
 
@@ -233,6 +212,9 @@ def read_items(path: str | Path, kind: str, raw: bool = False) -> Iterator[Any]:
     object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
     (YAML, one object, stdin) is read whole by `read_document`. With `raw`, streamed items come as their JSON
     bytes (memoryviews) for the caller to decode."""
+    from .documents import read_document
+    from .jsonlist import decode, raw_items
+
     if str(path) != "-" and _starts_json_object(path):
         with raw_items(path) as items:
             if items is not None:

@@ -1,0 +1,48 @@
+"""A Node's JSON decoded straight into the fields `labeler.nodes.NodeReader` keeps (msgspec).
+
+Apart from `labeler.nodes` so that msgspec loads with the first node list read, not with every command that
+imports the Node record (an InfiniBand discovery from a capture reads no nodes: msgspec was a quarter of its
+start-up).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+# A raw JSON item as `labeler.jsonlist` cuts it out of a list.
+RAW_ITEMS = (memoryview, msgspec.Raw)
+DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
+
+
+class _Meta(msgspec.Struct):
+    name: str = ""
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class _Spec(msgspec.Struct):
+    providerID: str = ""
+    taints: list[dict[str, str]] = []
+    unschedulable: bool = False
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _Status(msgspec.Struct):
+    allocatable: dict[str, str] = {}
+    conditions: list[_Condition] = []
+
+
+class NodeJSON(msgspec.Struct):
+    """The fields of a Node that `NodeReader` keeps, with the types the API serves them in."""
+
+    kind: str = "Node"
+    metadata: _Meta = msgspec.field(default_factory=_Meta)
+    spec: _Spec = msgspec.field(default_factory=_Spec)
+    status: _Status = msgspec.field(default_factory=_Status)
+
+
+decode = msgspec.json.Decoder(NodeJSON).decode
