@@ -13,6 +13,9 @@ ARG BASE=debian:bookworm-slim
 # that nothing imports); this stage is left behind. Optional build secrets reach pip only: `pip.conf` (at
 # /etc/pip.conf) and the files it names, such as a CA bundle (`pip-cert`, at /run/secrets/pip-cert).
 FROM ${BASE} AS build
+# EXTRAS: optional cloud SDKs by extra name, e.g. `--build-arg EXTRAS=oci,nebius` for the oci and nebius sources
+# (the oci SDK adds about 500 MB; docs/oci.md).
+ARG EXTRAS=""
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv \
  && rm -rf /var/lib/apt/lists/*
@@ -23,7 +26,7 @@ RUN --mount=type=secret,id=pip.conf,target=/etc/pip.conf \
     --mount=type=secret,id=pip-client-cert \
     --mount=type=cache,target=/root/.cache/pip \
     python3 -m venv /opt/topolabel \
- && /opt/topolabel/bin/pip install --constraint .ci/constraints.txt . \
+ && /opt/topolabel/bin/pip install --constraint .ci/constraints.txt ".${EXTRAS:+[$EXTRAS]}" \
  && /opt/topolabel/bin/pip uninstall --yes pip setuptools \
  && rm -rf /opt/topolabel/lib/python3.11/site-packages/kubernetes/aio \
  && find /opt/topolabel -depth -type d -name tests -path '*/site-packages/*/tests' -exec rm -rf {} +

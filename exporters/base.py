@@ -18,11 +18,14 @@ from labeler.nodes import Node
 
 @dataclass
 class Export:
-    """An exporter's result: a text file (Slurm) or Kubernetes objects (Volcano, KAI), and problems met."""
+    """An exporter's result: a text file (Slurm) or Kubernetes objects (Volcano, KAI, NFD, Slinky), and problems
+    met; `annotations` are node annotations the export wants written (node -> key -> value; Slinky's dynamic
+    topology), which the command writes only when asked to."""
 
     text: str = ""
     objects: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    annotations: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,8 @@ class Exporter:
     """One output format. `objects`: it produces Kubernetes objects, which may also go to a directory.
 
     `add_arguments` adds its flags; `export` gets the snapshot, the config, the parsed flags by dest name, and
-    the cluster's nodes when the command was given them (`--nodes`, `--kubeconfig`), else none.
+    the cluster's nodes when the command was given them (`--nodes`, `--kubeconfig`), else none. `annotates`:
+    its result may hold node annotations (the command then offers `--annotate-nodes`).
     """
 
     name: str
@@ -38,6 +42,7 @@ class Exporter:
     objects: bool
     add_arguments: Callable[[argparse.ArgumentParser], None]
     export: Callable[[Snapshot, Config, Mapping[str, Any], Sequence[Node]], Export]
+    annotates: bool = False
 
 
 def no_arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from labeler.errors import TopologyError
+from labeler.labelvalues import short_hash
 from labeler.model import Snapshot, check_tree
+from labeler.names import dns_name
 
 _DIGITS = re.compile(r"([0-9]+)")  # ASCII digits only: `²` and `٣` sort as text
 
@@ -58,3 +61,23 @@ def domain_forest(snapshot: Snapshot, names: Mapping[str, str]) -> list[Domain]:
         for domain in level.values():
             domain.children.sort(key=lambda d: natural(d.value))
     return sorted(roots.values(), key=lambda d: natural(d.value))
+
+
+def domain_names(domains: Iterable[Domain], level_names: Sequence[str], prefix: str = "",
+                 limit: int = 63) -> dict[tuple[int, str], str]:
+    """(depth, value) -> an object name `<prefix><level>-<value>` made a lower-case DNS label, unique across all
+    levels. When two domains would share a name (values that differ only in case or in characters a DNS name
+    cannot hold, or run past `limit`), all of them get a hash of their identity, so a name never depends on
+    which other domains exist."""
+    raw = {(d.depth, d.value): f"{prefix}{level_names[d.depth]}-{d.value}" for d in domains}
+    by_name: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for key, text in raw.items():
+        by_name[dns_name(text, limit)].append(key)
+    names = {}
+    for name, owners in by_name.items():
+        for key in owners:
+            exact = len(owners) == 1 and len(raw[key]) <= limit
+            names[key] = name if exact else f"{dns_name(raw[key], limit - 9)}-{short_hash(raw[key])}"
+    if len(set(names.values())) != len(names):
+        raise TopologyError("two objects would share a name; rename one of the levels")
+    return names

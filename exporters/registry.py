@@ -11,6 +11,8 @@ EXPORTERS: dict[str, str] = {
     "slurm": "exporters.slurm",
     "volcano": "exporters.volcano",
     "kai": "exporters.kai",
+    "nfd": "exporters.nfd",
+    "slinky": "exporters.slinky",
 }
 
 

@@ -280,6 +280,15 @@ TARGETS = [
                                                            _f(fx, "fabric.ibnet"), "--guid-map", p, "-o", "json"]),
     Target("infiniband/node-name-map", "text:name-map", lambda fx, p: [
         "discover", "--source", "infiniband", "--ibnetdiscover", _f(fx, "fabric.ibnet"), "--node-name-map", p]),
+    Target("infiniband/health", "text:ib", lambda fx, p: ["health", "--nodes", _f(fx, "nodes.yaml"), "--ibnetdiscover",
+                                                          p, "-o", "json"]),
+    Target("infiniband/queryerrors", "text:queryerrors", lambda fx, p: [
+        "health", "--nodes", _f(fx, "nodes.yaml"), "--ibnetdiscover", _f(fx, "fabric.ibnet"), "--ibqueryerrors", p,
+        "-o", "json"]),
+    Target("nodes/health", "nodes", lambda fx, p: ["health", "--nodes", p, "--config", _f(fx, "topolabel.yaml"),
+                                                   "-o", "json"]),
+    Target("config/health", "config", lambda fx, p: ["health", "--config", p, "--nodes", _f(fx, "nodes.yaml"),
+                                                     "--ibnetdiscover", _f(fx, "fabric.ibnet"), "-o", "json"]),
     Target("lldp/facts", "facts", lambda fx, p: ["discover", "--source", "lldp", "--lldp-dir", p, "-o", "json"],
            as_dir="gpu-a.json"),
     Target("lldp/json0", "json0", lambda fx, p: ["discover", "--source", "lldp", "--lldp-dir", p, "-o", "json"],
@@ -313,7 +322,15 @@ TARGETS = [
                                                _f(fx, "nodes.yaml"), "--pods", p, "--config", _f(fx, "topolabel.yaml")]),
 ]
 
-TEXT_SEEDS = {"ib": small_fabric, "inventory-csv": lambda: INVENTORY_CSV, "name-map": lambda: NODE_NAME_MAP}
+QUERY_ERRORS = f"""Errors for "node-a mlx5_0"
+   GUID 0x0002c9030000567a port 1: [LinkDownedCounter == 3] [PortXmitDiscards == 57]
+# {CANARY}
+Errors for 0x0002c90200400cc4 "leaf-1"
+   GUID 0x0002c90200400cc4 port ALL: [SymbolErrorCounter == 1234]
+   GUID 0x0002c90200400cc4 port 1: [SymbolErrorCounter == 1234]
+"""
+TEXT_SEEDS = {"ib": small_fabric, "inventory-csv": lambda: INVENTORY_CSV, "name-map": lambda: NODE_NAME_MAP,
+              "queryerrors": lambda: QUERY_ERRORS}
 
 
 # --- mutations ----------------------------------------------------------------------------------------

@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-import yaml
-
-from labeler.documents import load, yaml_error
+from labeler.documents import dump_yaml, load, yaml_error
 from labeler.errors import InputError, OutputError, TopologyError
 from labeler.files import write_files
 from labeler.progress import Progress, quiet
@@ -48,12 +46,7 @@ def generator_of(text: str) -> str | None:
 
 def dump(obj: Any) -> str:
     """Deterministic YAML: keys in the order the objects were built, no flow style, no aliases."""
-    return yaml.dump(obj, Dumper=_NoAliasDumper, sort_keys=False, default_flow_style=False, width=120)
-
-
-class _NoAliasDumper(yaml.SafeDumper):
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
+    return dump_yaml(obj)
 
 
 def file_name(obj: dict[str, Any], prefix: str = "") -> str:
@@ -129,11 +122,15 @@ class Directory:
         kustomization = {KUSTOMIZATION: self.files[KUSTOMIZATION]} if KUSTOMIZATION in self.files else {}
         return {**self.owned(), **kustomization}
 
-    def write(self, new: dict[str, str]) -> list[str]:
-        """Write the target files, remove the superseded ones (all or nothing); returns those removed."""
+    def write(self, new: dict[str, str]) -> Changes:
+        """Write the target files, remove the superseded ones (all or nothing); returns what changed."""
         target, gone = self.target(new), self.superseded(new)
-        write_files(self.path, {n: t for n, t in target.items() if self.files.get(n) != t}, gone)
-        return gone
+        changed = {n: t for n, t in target.items() if self.files.get(n) != t}
+        write_files(self.path, changed, gone)
+        return Changes(created=sorted(n for n in changed if n not in self.files),
+                       updated=sorted(n for n in changed if n in self.files),
+                       unchanged=len(target) - len(changed),
+                       removed={name: successor(name, new) for name in gone})
 
     def _kustomization(self, dropped: list[str], added: list[str]) -> str:
         where = self.path / KUSTOMIZATION
@@ -147,6 +144,38 @@ class Directory:
         kept = [r for r in data.get("resources") or [] if _plain(r) not in dropped and _plain(r) not in added]
         data["resources"] = sorted(kept + added, key=lambda r: _kind_rank(_plain(r)))
         return KUSTOMIZATION_HEADER + dump(data)
+
+
+@dataclass
+class Changes:
+    """What a write did, file by file: created, updated, left as it was, and removed, each removed file with
+    the new file that replaces it (None when nothing does: the object is no longer generated at all)."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    removed: dict[str, str | None] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """`unchanged (9 files)`, or `2 created, 1 updated, 6 unchanged, 1 removed`."""
+        if not (self.created or self.updated or self.removed):
+            return f"unchanged ({self.unchanged} files)"
+        counts = [(len(self.created), "created"), (len(self.updated), "updated"), (self.unchanged, "unchanged"),
+                  (len(self.removed), "removed")]
+        return ", ".join(f"{n} {what}" for n, what in counts if n)
+
+
+_HASHED = re.compile(r"^(.*)-[0-9a-f]{6}\.yaml$")
+
+
+def successor(name: str, new: dict[str, str]) -> str | None:
+    """The new file replacing `name`: the same object name before its hash of immutable fields
+    (`resourceflavor-nvidia-h100-3969e0.yaml` -> `resourceflavor-nvidia-h100-a1b2c3.yaml`), else None."""
+    base = _HASHED.match(name)
+    if base is None:
+        return None
+    found = sorted(n for n in new if (m := _HASHED.match(n)) and m.group(1) == base.group(1))
+    return found[0] if found else None
 
 
 def _plain(entry: str) -> str:

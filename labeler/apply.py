@@ -1,19 +1,48 @@
-"""Write a label plan: one small merge patch per changed node, a bounded number in flight."""
+"""Write a label plan (or any node changes: annotations an export asks for): one small merge patch per changed
+node, a bounded number in flight."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
 from .errors import KubeUnreachable
 from .kube import CallStats, api_error, call_with_retries
-from .plan import NodeChange, Plan
+from .plan import Plan
 from .progress import Progress, quiet
 
 Patcher = Callable[[str, dict], None]
+
+
+class Change(Protocol):
+    """One node's change: the node and the merge patch that makes it (`plan.NodeChange`, `AnnotationChange`)."""
+
+    node: str
+
+    def patch(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class AnnotationChange:
+    """Set one annotation on one node, touching no other key."""
+
+    node: str
+    key: str
+    value: str
+
+    def patch(self) -> dict[str, Any]:
+        return {"metadata": {"annotations": {self.key: self.value}}}
+
+
+def annotation_changes(current: Mapping[str, Mapping[str, str]],
+                       wanted: Mapping[str, Mapping[str, str]]) -> list[AnnotationChange]:
+    """The annotations of `wanted` (node -> key -> value) that nodes in `current` (node -> annotations) do not
+    carry yet; nodes not in `current` are not written (a node that is gone is not re-created)."""
+    return [AnnotationChange(node, key, value) for node in sorted(wanted) if node in current
+            for key, value in sorted(wanted[node].items()) if current[node].get(key) != value]
 
 
 @dataclass
@@ -32,12 +61,18 @@ class ApplyResult:
 
 def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5,
                patient: bool = False, progress: Progress = quiet) -> ApplyResult:
+    """Send each change of the plan through `patch(node, body)` (`apply_changes`)."""
+    return apply_changes(plan.changes, patch, concurrency, retries, patient, progress)
+
+
+def apply_changes(changes: Sequence[Change], patch: Patcher, concurrency: int = 16, retries: int = 5,
+                  patient: bool = False, progress: Progress = quiet, what: str = "writing labels") -> ApplyResult:
     """Send each change through `patch(node, body)`; a failure, whatever it is, is recorded for that node and
     the rest go on, so the result always says what was written. `patient`: retry timeouts too (operator)."""
     result = ApplyResult()
     stats = CallStats()
 
-    def write(change: NodeChange) -> tuple[str, str | None, bool]:
+    def write(change: Change) -> tuple[str, str | None, bool]:
         try:
             call_with_retries(lambda: patch(change.node, change.patch()), retries, stats, patient=patient)
             return change.node, None, False
@@ -48,10 +83,10 @@ def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int =
         except Exception as exc:  # noqa: BLE001 - one node's surprise must not hide what the others did
             return change.node, f"{type(exc).__name__}: {exc}", False
 
-    task = progress("writing labels", len(plan.changes))
+    task = progress(what, len(changes))
     try:
         with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            for node, error, unanswered in pool.map(write, plan.changes):
+            for node, error, unanswered in pool.map(write, changes):
                 task.advance()
                 if error is None:
                     result.written.append(node)

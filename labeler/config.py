@@ -17,6 +17,10 @@
         - {name: team-a, cohort: research, quota: {nvidia.com/gpu: {fraction: 0.5, step: 8}}}
       cohorts: [{name: research}]
       localQueues: [{name: gpu, namespaces: [team-a], clusterQueue: team-a}]
+    health:                            # fabric health -> isolation (docs/health.md)
+      enabled: true
+      taint: {effect: NoSchedule}
+      domains: [{level: leafgroup, nodes: 2}]
     export:
       slurm:
         topologies:                    # topology.yaml's named topologies (docs/exports.md)
@@ -27,6 +31,7 @@ Every problem in a file is reported at once, each at its path (`source.preset`, 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -34,11 +39,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .documents import read_document
 from .errors import InputError
+from .isolation import COUNTERS, DomainRule, Policy
 from .names import camel, snake
 from .placement import DEFAULT_PREFIX
 from .plan import MAX_CHANGE_FRACTION
 from .queues import Amounts, ClusterQueueConfig, CohortConfig, LocalQueueConfig, ObjectName, kueue_issues
-from .validation import Issue, Loc, did_you_mean, issues, model_issues, one_line
+from .validation import Issue, Loc, did_you_mean, file_order, issues, model_issues, one_line
 
 
 class _Model(BaseModel):
@@ -146,6 +152,86 @@ class ExportConfig(_Model):
     slurm: SlurmExportConfig = Field(default_factory=SlurmExportConfig)
 
 
+TAINT_PREFIX = "topolabel.dev/"  # the operator writes only taints under it (docs/health.md, the admission policy)
+
+
+class TaintConfig(_Model):
+    """The taint isolated nodes get. Without this section no taint is written (the condition still is)."""
+
+    key: str = Field(TAINT_PREFIX + "fabric-degraded", description=f"Taint key; must start with {TAINT_PREFIX}")
+    effect: Literal["NoSchedule", "NoExecute"] = Field("NoSchedule", description="NoExecute also evicts the pods "
+                                                                                 "that do not tolerate it")
+    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector",
+                                          description="Taint only nodes carrying these labels (default: every node)")
+
+    @field_validator("key")
+    @classmethod
+    def _owned_key(cls, value: str) -> str:
+        name = value.removeprefix(TAINT_PREFIX)
+        if not value.startswith(TAINT_PREFIX) or not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?",
+                                                                   name):
+            raise ValueError(f"must be {TAINT_PREFIX}<name>, the name at most 63 characters of letters, digits, "
+                             "'-', '_' or '.'")
+        return value
+
+
+class DomainRuleConfig(_Model):
+    """Quarantine a whole domain of `level` when `nodes` of its nodes, or `fraction` of them, are degraded."""
+
+    level: str = Field(description="A level name (its key is keyPrefix + name, or as `levels` says) or a label key")
+    nodes: int | None = Field(None, ge=1)
+    fraction: float | None = Field(None, gt=0, le=1)
+
+
+class ConditionConfig(_Model):
+    """A node condition another tool sets (node-problem-detector, NVSentinel) that counts as a bad observation."""
+
+    type: str
+    status: str = Field("True", description="The status that is bad (default True: a problem condition)")
+
+
+class HealthConfig(_Model):
+    """Fabric health: when observations take nodes (or domains) out of placement (docs/health.md)."""
+
+    enabled: bool = Field(False, description="The operator evaluates fabric health and writes the FabricHealthy "
+                                             "node condition (and the taint, when `taint` is given)")
+    degrade_after: int = Field(3, alias="degradeAfter", ge=1, le=100,
+                               description="Bad observations within `window` that degrade a node")
+    window: float = Field(1800.0, gt=0, description="Seconds over which bad observations are counted")
+    recover_after: float = Field(3600.0, alias="recoverAfter", ge=0,
+                                 description="Seconds without a bad observation before a degraded node is healthy")
+    max_isolated_fraction: float = Field(0.1, alias="maxIsolatedFraction", ge=0, le=1,
+                                         description="The brake: never more than this share of the nodes (or of a "
+                                                     "level's domains) isolated; past it nothing new is isolated")
+    uplink_loss: float = Field(0.5, alias="uplinkLoss", gt=0, le=1,
+                               description="A leaf that lost this share of the uplinks its peers have takes every "
+                                           "node behind it")
+    domains: list[DomainRuleConfig] = Field(default_factory=list, description="Per-level quarantine rules")
+    counters: dict[str, int] = Field(default_factory=lambda: dict(COUNTERS),
+                                     description="Port error counter -> the increase per window that is bad")
+    conditions: list[ConditionConfig] = Field(default_factory=list)
+    agent: bool = Field(True, description="Read the port records the agents publish (topolabel agent --ib-health)")
+    fabric: str | None = Field(None, description="The published fabric to read (the collector's; `*`: the only "
+                                                 "one); default: the infiniband source's, if it reads one")
+    fabric_namespace: str | None = Field(None, alias="fabricNamespace",
+                                         description="Where the collector publishes (default: the source's)")
+    taint: TaintConfig | None = None
+
+    @field_validator("counters")
+    @classmethod
+    def _known_counters(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, limit in value.items():
+            if name not in COUNTERS:
+                raise ValueError(f"unknown counter {name!r}" + did_you_mean(name, COUNTERS))
+            if limit < 1:
+                raise ValueError(f"{name}: the increase that is bad must be at least 1")
+        return value
+
+    def issues(self, loc: Loc) -> list[Issue]:
+        return [Issue((*loc, "domains", i), "give `nodes`, `fraction` or both")
+                for i, rule in enumerate(self.domains) if rule.nodes is None and rule.fraction is None]
+
+
 class Config(_Model):
     """topolabel.yaml, and the spec of the TopologyLabeler custom resource."""
 
@@ -158,6 +244,7 @@ class Config(_Model):
     pools: PoolConfig = Field(default_factory=PoolConfig)
     kueue: KueueConfig = Field(default_factory=KueueConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
 
     @field_validator("key_prefix")
     @classmethod
@@ -168,6 +255,15 @@ class Config(_Model):
 
     def label_overrides(self) -> dict[str, str]:
         return {lv.name: lv.label for lv in self.levels if lv.label}
+
+    def level_key(self, level: str) -> str:
+        """The label key of a level given by name (or given as a key already: it holds a '/')."""
+        return level if "/" in level else self.label_overrides().get(level) or self.key_prefix + level
+
+    def health_policy(self) -> Policy:
+        h = self.health
+        return Policy(h.degrade_after, h.window, h.recover_after, h.max_isolated_fraction,
+                      tuple(DomainRule(r.level, self.level_key(r.level), r.nodes, r.fraction) for r in h.domains))
 
 
 OptionModels = Mapping[str, type[BaseModel]]  # source type -> the model of its options
@@ -197,8 +293,8 @@ def config_issues(data: Any, sources: OptionModels | None = None) -> tuple[Confi
         found += source_issues(data["source"], sources)
     if cfg is not None:
         found += cfg.kueue.issues(cfg.pools.resources, ("kueue",))
-    order = [f.alias or name for name, f in Config.model_fields.items()]
-    found.sort(key=lambda i: order.index(i.loc[0]) if i.loc and i.loc[0] in order else len(order))
+        found += cfg.health.issues(("health",))
+    found.sort(key=lambda i: file_order(data, i.loc))
     return (None if found else cfg), found
 
 
@@ -223,7 +319,7 @@ def options_issues(model: type[BaseModel], options: Mapping[str, Any], prefix: L
             if i.message.startswith("unknown key") else i for i in found]
 
 
-def validation_details(exc: ValidationError, model: type[BaseModel], top: str = "(options)") -> str:
-    """Pydantic's errors on one line, each at its path (`top` when the whole input is wrong)."""
+def validation_details(exc: ValidationError, model: type[BaseModel]) -> str:
+    """Pydantic's errors on one line, each at its path (a problem of the whole input: its message alone)."""
     found = issues(exc, model.model_json_schema(by_alias=True))
-    return "; ".join(str(i) if i.loc else f"{top}: {i.message}" for i in found)
+    return "; ".join(str(i) if i.loc else i.message for i in found)

@@ -7,7 +7,10 @@ the option models (`providers.registry.option_models()`), since the core does no
 
 `resource_schema(config)` wraps it as the TopologyLabeler custom resource (the config is its `spec`), and
 `structural(config)` turns it into the OpenAPI v3 form a CRD's `openAPIV3Schema` accepts (no $refs or
-unions; quantities and the source's options stay open, and the operator checks them; see docs/gitops.md).
+unions; quantities stay open, and the operator checks them; see docs/gitops.md). The source section is one
+object with every source's options, each typed, and a CEL rule per option naming the sources it belongs to,
+so the API server refuses a misspelt preset or another source's option at `kubectl apply`; keys no source
+knows are kept for the operator, which reports them.
 """
 
 from __future__ import annotations
@@ -76,11 +79,41 @@ def structural(config: Schema) -> Schema:
     return _structural(body, defs)
 
 
+# Words CEL reserves: a property so named is `__word__` in a rule (Kubernetes' escaping).
+CEL_RESERVED = frozenset({"true", "false", "null", "in", "as", "break", "const", "continue", "else", "for",
+                          "function", "if", "import", "let", "loop", "package", "namespace", "return", "var",
+                          "void", "while"})
+
+
 def _open_source(source: Mapping[str, Any]) -> Schema:
-    """The source section with its type checked and its options kept as written."""
+    """The source section as one object: its type checked, every source's options typed (an option two sources
+    define differently is left untyped), a CEL rule per option naming the sources it belongs to, and unknown
+    keys kept as written (the operator reports them)."""
+    owners: dict[str, list[str]] = {}
+    schemas: dict[str, list[Any]] = {}
+    for option in source.get("oneOf") or []:
+        name = option["properties"]["type"]["const"]
+        for key, value in option["properties"].items():
+            if key != "type":
+                owners.setdefault(key, []).append(name)
+                schemas.setdefault(key, []).append(value)
     names = [option["properties"]["type"]["const"] for option in source.get("oneOf") or []]
+    properties = {"type": {"type": "string", "enum": names}}
+    properties.update({key: found[0] for key, found in schemas.items() if all(s == found[0] for s in found)})
     return {"description": source.get("description", ""), "type": "object", "required": ["type"],
-            "properties": {"type": {"type": "string", "enum": names}}, "additionalProperties": True}
+            "properties": properties, "additionalProperties": True,
+            "x-kubernetes-validations": [_belongs(key, owners[key]) for key in sorted(owners)]}
+
+
+def _belongs(key: str, sources: list[str]) -> dict[str, str]:
+    """The CEL rule that `key` is given only with a source that has it."""
+    if not key.isalnum():
+        raise ValueError(f"source option {key!r} is not a plain CEL identifier")
+    field = f"__{key}__" if key in CEL_RESERVED else key
+    types = ", ".join(f"'{name}'" for name in sources)
+    owners = f"the {' and '.join(sources)} source{'s' if len(sources) > 1 else ''}"
+    return {"rule": f"!has(self.{field}) || self.type in [{types}]", "message": f"{key} is an option of {owners}",
+            "messageExpression": f"'{key} is an option of {owners}, not of ' + self.type"}
 
 
 def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
@@ -91,12 +124,14 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
         nullable = len(kinds) < len(options)
         if len(kinds) == 1:
             out = _structural({**{k: v for k, v in node.items() if k not in ("anyOf", "oneOf")}, **kinds[0]}, defs)
-        else:
-            out = _described(node, {"x-kubernetes-preserve-unknown-fields": True})
+        else:  # kept as written; typed when every option has the same type, so CEL rules can name it
+            types = {o.get("type") for o in kinds}
+            out = _described(node, {"x-kubernetes-preserve-unknown-fields": True,
+                                    **({"type": types.pop()} if len(types) == 1 and None not in types else {})})
         return {**out, "nullable": True} if nullable else out
     out = _described(node, {})
     for key in ("type", "enum", "pattern", "maxLength", "minLength", "minimum", "maximum", "minItems", "maxItems",
-                "required"):
+                "required", "x-kubernetes-validations"):
         if key in node:
             out[key] = copy.deepcopy(node[key])
     if "const" in node:

@@ -1,4 +1,5 @@
-"""YAML and JSON documents read safely: bounded nesting and alias expansion, plain data only, one-line errors.
+"""YAML and JSON documents read safely: bounded nesting and alias expansion, plain data only, one-line errors;
+and written by one dumper (`dump_yaml`), so every command's YAML looks alike.
 
 Every reader of a user's file goes through here. YAML is parsed by libyaml (`CSafeLoader`) where it is
 installed, many times faster than the pure-Python loader on large node lists. Before anything is built,
@@ -40,6 +41,23 @@ def _loaders() -> tuple[type, type, type]:
         yaml, {"bool", "int", "float", "null", "merge", "value"}, bools=False)})
     strings = type("StringsLoader", (base,), {"yaml_implicit_resolvers": _resolvers(yaml, {"null"}, bools=True)})
     return base, data, strings
+
+
+def dump_yaml(data: Any, width: int = 120, explicit_start: bool = False) -> str:
+    """Plain data as YAML for people and Git: keys in the order they were built, block style, and no anchors or
+    aliases (`remove: &id001 []` ... `*id001` where two values are one object in memory). Every command's
+    YAML (`-o yaml`, Kueue files, exports) is written here."""
+    import yaml
+
+    return yaml.dump(data, Dumper=_dumper(), sort_keys=False, default_flow_style=False, width=width,
+                     explicit_start=explicit_start)
+
+
+@functools.cache
+def _dumper() -> type:
+    import yaml
+
+    return type("PlainDumper", (yaml.SafeDumper,), {"ignore_aliases": lambda self, data: True})
 
 
 def _resolvers(yaml: Any, keep: set[str], bools: bool) -> dict[str, list[Any]]:

@@ -19,9 +19,10 @@ REAP_SECONDS = 5.0  # after the kill, how long to wait for the pipes to close
 
 
 def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str = "", failed: str = "",
-             clean: Callable[[str], str] = str.strip) -> str:
+             clean: Callable[[str], str] = str.strip, ok: Sequence[int] = (0,)) -> str:
     """The tool's stdout. `missing`, `stalled` and `failed` are hints added to the matching error;
-    `clean` tidies the last stderr line (e.g. drops a log prefix) before it is shown."""
+    `clean` tidies the last stderr line (e.g. drops a log prefix) before it is shown; `ok` are the exit
+    statuses that are answers (ibqueryerrors exits 1 when it found errors)."""
     command = " ".join(argv)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -38,7 +39,7 @@ def run_tool(argv: Sequence[str], timeout: float, *, missing: str, stalled: str 
     except BaseException:  # interrupted (a signal, Ctrl-C): leave no tool behind
         _kill_group(proc)
         raise
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         lines = stderr.strip().splitlines() or stdout.strip().splitlines() or ["no error output"]
         raise SourceError(f"{command}: exit {proc.returncode}: {clean(lines[-1])}" + (f" ({failed})" if failed else ""))
     return stdout

@@ -27,8 +27,8 @@ _EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
 FOREIGN_DOMAINS = {
     "kubernetes.io": "Kubernetes", "k8s.io": "Kubernetes", "x-k8s.io": "Kubernetes",
     "cloud.google.com": "GKE", "gke.io": "GKE", "k8s.aws": "AWS", "amazonaws.com": "AWS", "azure.com": "Azure",
-    "oraclecloud.com": "OCI",
-    "coreweave.cloud": "CoreWeave", "nvidia.com": "NVIDIA's GPU tools", "topograph.run": "Topograph",
+    "oraclecloud.com": "OCI", "coreweave.cloud": "CoreWeave", "coreweave.com": "CoreWeave", "crusoe.ai": "Crusoe",
+    "nebius.com": "Nebius", "nebius.ai": "Nebius", "nvidia.com": "NVIDIA's GPU tools", "topograph.run": "Topograph",
 }
 
 

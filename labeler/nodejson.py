@@ -29,6 +29,8 @@ class _Spec(msgspec.Struct):
 class _Condition(msgspec.Struct):
     type: str = ""
     status: str = ""
+    reason: str = ""
+    message: str = ""
 
 
 class _Status(msgspec.Struct):

@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time o
     from .jsonlist import RawItem
 
 
+# The kubelet's own conditions: Ready is `Node.ready`; the others Kubernetes acts on by itself (taints).
+KUBELET_CONDITIONS = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
 MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
 
@@ -38,6 +40,11 @@ class Node:
     taints: tuple[Mapping[str, str], ...] = ()
     ready: bool = True
     unschedulable: bool = False
+    conditions: tuple[tuple[str, str, str, str], ...] = ()  # (type, status, reason, message), not the kubelet's
+
+    def condition(self, type_: str) -> tuple[str, str, str] | None:
+        """(status, reason, message) of the condition `type_` (not one of the kubelet's), None when it has none."""
+        return next(((s, r, m) for t, s, r, m in self.conditions if t == type_), None)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], origin: str = "nodes") -> "Node":
@@ -61,6 +68,7 @@ class NodeReader:
         self.nodes: list[Node] = []
         self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
         self._taint_lists: dict[tuple[int, ...], tuple[Mapping[str, str], ...]] = {}
+        self._condition_lists: dict[tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, str], ...]] = {}
 
     def node(self, obj: Mapping[str, Any]) -> Node:
         from .documents import mapping, sequence, text
@@ -83,7 +91,10 @@ class NodeReader:
                     text(spec.get("providerID") or "", f"{where}: spec.providerID"),
                     self._shared(status.get("allocatable"), self._strings_of, f"{where}: status.allocatable"),
                     self._taints([self._shared(t, _taint, f"{where}: spec.taints[]") for t in taints]), ready,
-                    bool(spec.get("unschedulable")))
+                    bool(spec.get("unschedulable")),
+                    self._conditions([tuple(text(c.get(k) or "", f"{where}: status.conditions[].{k}")
+                                            for k in ("type", "status", "reason", "message"))
+                                      for c in conditions]))
 
     def add(self, item: Any) -> None:
         """One item of a list: it must be a Node object. A raw JSON item (`read_items(raw=True)`) of the usual
@@ -114,14 +125,22 @@ class NodeReader:
         meta, spec, status = obj.metadata, obj.spec, obj.status
         if obj.kind != "Node" or not meta.name:
             return None
-        ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions) \
-            if status.conditions else True
+        ready, others = True, ()
+        if status.conditions:  # one walk for both (a comprehension and a call per node: 0.2 CPU s at 100,000)
+            ready, found = False, []
+            for c in status.conditions:
+                if c.type == "Ready":
+                    ready = ready or c.status == "True"
+                elif c.type not in KUBELET_CONDITIONS:
+                    found.append((c.type, c.status, c.reason, c.message))
+            others = self._conditions(found) if found else ()
         # `_strings_of`'s copy inlined: at 100,000 nodes its 200,000 calls cost 0.06 CPU s (6% of reading)
         where, intern, labels, annotations = self.origin, sys.intern, meta.labels, meta.annotations
         return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
                     dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
                     spec.providerID, self._shared(status.allocatable, self._strings_of, where),
-                    self._taints([self._shared(t, _taint, where) for t in spec.taints]), ready, spec.unschedulable)
+                    self._taints([self._shared(t, _taint, where) for t in spec.taints]), ready, spec.unschedulable,
+                    others)
 
     def done(self) -> list[Node]:
         """The nodes read, refusing a list that names a node twice."""
@@ -151,6 +170,11 @@ class NodeReader:
         """One tuple of each distinct list of (shared) taints: the nodes of a pool carry the same ones. Keyed
         by the taints' identities, which stay unique: every taint in a kept tuple stays alive with it."""
         return self._taint_lists.setdefault(tuple(map(id, taints)), tuple(taints)) if taints else ()
+
+    def _conditions(self, found: list[tuple[str, ...]]) -> tuple[tuple[str, str, str, str], ...]:
+        """Other tools' conditions (not the kubelet's), one tuple of each distinct list."""
+        kept = tuple(tuple(map(sys.intern, c)) for c in found if c[0] not in KUBELET_CONDITIONS)
+        return self._condition_lists.setdefault(kept, kept) if kept else ()  # type: ignore[arg-type]
 
     def _shared(self, value: Any, copy: Callable[[Any, str], dict[str, Any]], where: str) -> dict[str, Any]:
         """One `copy` of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""

@@ -64,6 +64,37 @@ def pad_depths(discovery: Discovery, depth: int) -> None:
             f"for the missing levels (e.g. {', '.join(short[:3])})")
 
 
+def insert_level(discovery: Discovery, column: Mapping[str, str], name: str, lowest: int = 0,
+                 in_parent: bool = False, within: str = "levels above", origin: str = "") -> int:
+    """Add the level `name` (values `column`, by node) at the finest position, not above `lowest`, where every
+    domain keeps one parent; the position taken. An NVLink domain goes there: it sits below the fabric's
+    finest level where racks nest in leaves, higher where a domain spans several (dual-level models).
+
+    A node without a value is its own domain (the next finer level's value, or its name at the finest
+    position), or with `in_parent` in its parent's (the level above's value, as the aws source pads capacity
+    blocks). None fitting is a `TopologyError` naming `origin` (default: the source) and the first conflicts.
+    """
+    depth = len(discovery.level_names)
+    errors: list[str] = []
+    for at in range(depth, lowest - 1, -1):
+        names = discovery.level_names[:at] + (name,) + discovery.level_names[at:]
+        paths = {n: p[:at] + (column.get(n) or _alone(n, p, at, in_parent),) + p[at:]
+                 for n, p in discovery.paths.items()}
+        problems = check_tree([Level(x, x) for x in names], paths)
+        if not problems:
+            discovery.level_names, discovery.paths = names, paths
+            return at
+        errors = errors or problems
+    raise TopologyError(f"{origin or discovery.source}: the {name} domains do not nest in the {within} at any "
+                        "level: " + "; ".join(errors[:3]))
+
+
+def _alone(node: str, path: tuple[str, ...], at: int, in_parent: bool) -> str:
+    if in_parent and at > 0:
+        return path[at - 1]
+    return path[at] if at < len(path) else node
+
+
 @paused_gc()  # per-node dicts and tuples, no cycles: the collector would only walk them
 def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable[Node] = ()) -> Snapshot:
     """Validate a discovery and turn its raw names into label values.

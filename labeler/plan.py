@@ -155,11 +155,13 @@ class _Planner:
 MAX_CHANGE_FRACTION = 0.25  # plan.maxChangeFraction's default
 
 
-def check_share(plan: Plan, max_fraction: float, force: bool = False) -> None:
-    """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count)."""
+def check_share(plan: Plan, max_fraction: float, force: bool = False,
+                remedy: str = "check the source, then rerun with --force") -> None:
+    """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count); the error
+    ends with `remedy`, what the caller's user can do about it."""
     if force or plan.total == 0:
         return
     if plan.disruptive > max_fraction * plan.total:
         raise PlanRefused(
             f"the plan rewrites or removes labels on {plan.disruptive} of {plan.total} nodes, more than the "
-            f"allowed {max_fraction:.0%} (plan.maxChangeFraction); check the source, then rerun with --force")
+            f"allowed {max_fraction:.0%} (plan.maxChangeFraction); {remedy}")

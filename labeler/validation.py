@@ -70,11 +70,56 @@ def issues(exc: ValidationError, schema: Mapping[str, Any], prefix: Loc = (),
     return out
 
 
+# pydantic's error types in the house's words ("must be at most 1", not "Input should be less than or equal to 1")
+WORDS = {
+    "less_than_equal": "must be at most {le}", "less_than": "must be less than {lt}",
+    "greater_than_equal": "must be at least {ge}", "greater_than": "must be more than {gt}",
+    "int_type": "must be a whole number", "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number", "float_type": "must be a number", "float_parsing": "must be a number",
+    "bool_type": "must be true or false", "bool_parsing": "must be true or false", "string_type": "must be a string",
+    "list_type": "must be a list", "dict_type": "must be a mapping", "model_type": "must be a mapping",
+    "missing": "required", "string_too_short": "must be at least {min_length} character(s) long",
+    "string_too_long": "must be at most {max_length} characters long",
+    "too_short": "must have at least {min_length} item(s)", "too_long": "must have at most {max_length} items",
+    "literal_error": "must be {expected}", "enum": "must be {expected}",
+}
+
+
 def message(err: Mapping[str, Any], schema: Mapping[str, Any], loc: Loc) -> str:
     if err["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
         return "unknown key" + did_you_mean(loc[-1], keys_at(schema, loc[:-1]))
+    words = WORDS.get(err["type"])
+    if words:
+        try:
+            return words.format(**{k: _number(v) for k, v in (err.get("ctx") or {}).items()})
+        except (KeyError, IndexError):
+            pass
     text = str(err["msg"])
     return text.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+def _number(value: Any) -> Any:
+    """1.0 as 1: a bound the model wrote as a float reads as the number it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def file_order(data: Any, loc: Loc) -> tuple[int, ...]:
+    """Where `loc` is in the document, as positions of its keys (and list indexes): sorting issues by it
+    lists them in the order a person reads the file. A key the document lacks (a required one) sorts after
+    its siblings."""
+    out = []
+    for part in loc:
+        if isinstance(data, Mapping):
+            keys = list(data)
+            out.append(keys.index(part) if part in keys else len(keys))
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            out.append(part)
+            data = data[part]
+        else:
+            out.append(0)
+            data = None
+    return tuple(out)
 
 
 def keys_at(schema: Mapping[str, Any], loc: Loc) -> list[str]:

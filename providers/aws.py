@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -26,6 +25,7 @@ from labeler.placement import pad_depths
 from labeler.progress import Progress, quiet
 
 from .base import Options, Source, SourceContext, parse_options
+from .fanout import each
 
 if TYPE_CHECKING:  # botocore is imported only when the source runs
     from botocore.client import BaseClient
@@ -299,25 +299,8 @@ def _client(session: Any, region: str, endpoint_url: str | None, attempts: int) 
 
 def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str], progress: Progress = quiet
                ) -> tuple[dict[str, RegionAnswer], dict[str, Exception]]:
-    """`fn(region)` for every region in a thread pool: the answers and the failures per region.
-
-    Failures are collected, not raised at the first, so one error can name every region that failed.
-    """
-    ordered = sorted(regions)
-    answers: dict[str, RegionAnswer] = {}
-    failures: dict[str, Exception] = {}
-    task = progress("aws: regions", len(ordered))
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_REGIONS_IN_FLIGHT, len(ordered)))) as pool:
-        futures = {region: pool.submit(fn, region) for region in ordered}
-        for future in futures.values():
-            future.add_done_callback(lambda _: task.advance())
-        for region, future in futures.items():
-            try:
-                answers[region] = future.result()
-            except Exception as exc:  # noqa: BLE001 - failure_message decides what each one means
-                failures[region] = exc
-    task.close()
-    return answers, failures
+    """`fn(region)` for every region in parallel: the answers and the failures per region."""
+    return each(fn, regions, "aws: regions", progress, MAX_REGIONS_IN_FLIGHT)
 
 
 def read_region(client: "BaseClient", ids: Sequence[str]) -> RegionAnswer:

@@ -136,6 +136,8 @@ def _plain(declared: type[OptionsT], options: Mapping[str, Any]) -> OptionsT | N
 def _check_field(metadata: Mapping[str, Any], value: Any) -> None:
     """The field's check and bounds; a constraint this does not know is left to pydantic (ValueError)."""
     for key, bound in metadata.items():
+        if key == "choices":
+            continue  # the schema's; `check` tests the value
         if key == "check":
             bound(value)
         elif key not in BOUNDS or not BOUNDS[key](value, bound):

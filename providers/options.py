@@ -2,8 +2,10 @@
 declares as a plain dataclass (see `providers.base.parse_options`).
 
 A declared field's `metadata` holds pydantic's constraints (`{"gt": 0}`; plain options are taken without
-pydantic only when they are bounds gt/ge/lt/le) and optionally `check`, a function of the value that returns
-it or raises ValueError; the dataclass's own `check()` is the check of the whole. The model
+pydantic only when they are bounds gt/ge/lt/le), optionally `check`, a function of the value that returns
+it or raises ValueError, and `choices`, the values a string may take, which only the schema shows (as an
+`enum`, so the CRD refuses others at `kubectl apply`; `check` words the error for files and flags). The
+dataclass's own `check()` is the check of the whole. The model
 has the same fields, defaults, bounds and checks, so config files, the JSON schema and error messages see
 what a hand-written model would give.
 """
@@ -38,12 +40,25 @@ def model_of(declared: type) -> type[Options]:
 
 
 def _field(item: dataclasses.Field) -> Any:
-    """The pydantic field of a dataclass field: its default (or factory, or none: required) and its bounds."""
-    bounds = {k: v for k, v in item.metadata.items() if k != "check"}
+    """The pydantic field of a dataclass field: its default (or factory, or none: required), its bounds and its
+    choices."""
+    bounds: dict[str, Any] = {k: v for k, v in item.metadata.items() if k not in ("check", "choices")}
+    if "choices" in item.metadata:
+        bounds["json_schema_extra"] = _enum(list(item.metadata["choices"]))
     if item.default_factory is not dataclasses.MISSING:
         return Field(default_factory=item.default_factory, **bounds)
     default = ... if item.default is dataclasses.MISSING else item.default
     return Field(default, **bounds) if bounds else default
+
+
+def _enum(choices: list[str]) -> Callable[[dict[str, Any]], None]:
+    """Adds `enum` to a string field's schema, or to the string branch of an optional one."""
+    def extra(schema: dict[str, Any]) -> None:
+        branches = [b for b in schema.get("anyOf") or [schema] if b.get("type") == "string"]
+        for branch in branches:
+            branch["enum"] = choices
+
+    return extra
 
 
 def _whole_check(check: Callable[[Any], None]) -> Callable[[Options], Options]:

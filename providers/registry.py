@@ -17,9 +17,12 @@ SOURCES: dict[str, str] = {
     "inventory": "providers.inventory",
     "aws": "providers.aws",
     "gcp": "providers.gcp",
+    "oci": "providers.oci",
+    "nebius": "providers.nebius",
     "combined": "providers.combined",
     "lldp": "providers.lldp",
     "infiniband": "providers.infiniband",
+    "ufm": "providers.infiniband.ufm",
 }
 
 

@@ -16,11 +16,13 @@ import threading
 import zlib
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Iterable
 from urllib.parse import parse_qs, urlsplit
 
 import re2  # google-re2, installed with cel-python
+
+from tests.httpstub import Listener
 
 BASE = "https://www.googleapis.com/compute/v1"
 ZONAL = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances$")
@@ -112,23 +114,18 @@ class ComputeServer:
             self._by_scope.setdefault((project, zone), []).append(body)
         for bodies in self._by_scope.values():
             bodies.sort(key=lambda b: b["name"])
-        self._http: ThreadingHTTPServer | None = None
+        self._listener = Listener(_handler(self))
 
     @property
     def url(self) -> str:
-        assert self._http is not None, "server not started"
-        return f"http://127.0.0.1:{self._http.server_address[1]}"
+        return self._listener.url
 
     def __enter__(self) -> "ComputeServer":
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
-        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self._listener.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
+        self._listener.stop()
 
     def respond(self, path: str, query: str, authorization: str | None = None,
                 fields: str | None = None) -> tuple[int, dict[str, Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
@@ -26,12 +26,28 @@ def example_config_file() -> Path:
     return EXAMPLES / "topolabel.yaml"
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1")
+
+
 def skip_or_fail(reason: str) -> NoReturn:
     """Skip a test that needs something set-up did not provide; in CI (CI=true) fail instead, so a broken
     set-up cannot pass as skipped tests."""
-    if os.environ.get("CI", "").lower() in ("true", "1"):
+    if in_ci():
         pytest.fail(f"CI=true but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """In CI every skip is a failure, whatever skipped (a marker, a fixture, a missing tool): .ci/run installs
+    everything the tests use, so a skip there means the set-up is broken, and must not pass as green."""
+    outcome = yield
+    report = outcome.get_result()
+    if in_ci() and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"CI=true, and .ci/run installs what every test needs, yet this test skipped: {reason}"
 
 
 def kueue_crds() -> Path:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from tests.httpstub import send_json
+
 
 class FakeKube:
     def __init__(self, lists: dict[str, list[dict[str, Any]]]) -> None:
@@ -37,12 +39,7 @@ class FakeKube:
                     body = {"kind": "List", "metadata": {"continue": str(start + limit) if more else ""},
                             "items": page}
                     status = 200
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, body)
 
             def log_message(self, *args: Any) -> None:
                 pass

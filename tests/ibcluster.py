@@ -75,11 +75,11 @@ def sa_kubeconfig(cluster: KubeCluster, namespace: str, name: str, path: Path) -
     return path
 
 
-def ibnetdiscover_wrapper(path: Path, hcas: dict[str, tuple[Any, str]]) -> Path:
-    """A stand-in for one node's `ibnetdiscover`: the HCA given with -C decides which simulator (fabric) the
-    real ibnetdiscover talks to through umad2sim, and where it attaches (SIM_HOST, that HCA's node in the
-    net file); -C and -P are dropped, as umad2sim shows one simulated HCA. `hcas` maps a device-name glob to
-    (a `tests.ibsim.Simulator`, the simulated HCA's node id)."""
+def ibnetdiscover_wrapper(path: Path, hcas: dict[str, tuple[Any, str]], tool: str = "ibnetdiscover") -> Path:
+    """A stand-in for one node's `ibnetdiscover` (or another infiniband-diags `tool`): the HCA given with -C
+    decides which simulator (fabric) the real tool talks to through umad2sim, and where it attaches (SIM_HOST,
+    that HCA's node in the net file); -C and -P are dropped, as umad2sim shows one simulated HCA. `hcas` maps a
+    device-name glob to (a `tests.ibsim.Simulator`, the simulated HCA's node id)."""
     cases = "".join(f'  {glob}) export IBSIM_SOCKNAME={sim.sockname} SIM_HOST="{host}";;\n'
                     for glob, (sim, host) in hcas.items())
     path.write_text(f"""#!/bin/sh
@@ -91,7 +91,7 @@ shift
 case "$dev" in
 {cases}  *) echo "no simulated fabric for HCA $dev" >&2; exit 1;;
 esac
-LD_PRELOAD={PRELOAD} exec ibnetdiscover "$@"
+LD_PRELOAD={PRELOAD} exec {tool} "$@"
 """)
     path.chmod(0o755)
     return path

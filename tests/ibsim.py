@@ -27,6 +27,7 @@ READY = "Network simulator ready"
 needs_ibsim = pytest.mark.skipif(
     not (shutil.which("ibsim") and shutil.which("ibnetdiscover") and Path(PRELOAD).exists()),
     reason="needs Debian packages ibsim-utils and infiniband-diags (.ci/apt-packages)")
+needs_opensm = pytest.mark.skipif(not shutil.which("opensm"), reason="needs Debian package opensm (.ci/apt-packages)")
 
 
 class Simulator:
@@ -48,11 +49,39 @@ class Simulator:
 
     def unlink(self, node_id: str, port: int) -> None:
         """Cut a cable through ibsim's console, as an operator pulling it would."""
+        self.command(f'Unlink "{node_id}"[{port}]')
+
+    def relink(self, node_id: str, port: int) -> None:
+        """Put a cable cut by `unlink` back."""
+        self.command(f'ReLink "{node_id}"[{port}]')
+
+    def set_counter(self, node_id: str, port: int, counter: str, value: int) -> None:
+        """Set a port's PMA counter (`PortXmitDiscards`, `LinkDownedCounter`, ...), as errors on the link would."""
+        said = self.command(f'PerformanceSet "{node_id}"[{port}] PortCounters.{counter}={value}')
+        assert "has been set" in said, said
+
+    def command(self, line: str) -> str:
+        """One console command; its answer (up to the next prompt), which must not be an error."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f'Unlink "{node_id}"[{port}]\n'.encode())
+        self.proc.stdin.write(f"{line}\n".encode())
         self.proc.stdin.flush()
         said = self.wait_for("sim> ", 10)
-        assert "can't" not in said, said
+        assert not any(line.lstrip().startswith("#") for line in said.splitlines()), said  # ibsim's errors
+        return said
+
+    def subnet_manager(self, directory: Path, timeout: int = 120) -> None:
+        """One sweep of OpenSM (`opensm --once`): LIDs and routes, which PMA queries (ibqueryerrors) need."""
+        env = {**self.env(), "OSM_TMP_DIR": str(directory), "OSM_CACHE_DIR": str(directory)}
+        result = subprocess.run(["timeout", str(timeout), "opensm", "--once", "-s", "0", "-f",
+                                 str(directory / "opensm.log")], env=env, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, f"opensm --once: exit {result.returncode}: {result.stderr[-500:]}"
+
+    def query_errors(self, timeout: int = 120) -> str:
+        """The real `ibqueryerrors` against this fabric (exit 1 means it found errors)."""
+        result = subprocess.run(["timeout", str(timeout), "ibqueryerrors", "--skip-sl"], env=self.env(),
+                                capture_output=True, text=True, check=False)
+        assert result.returncode in (0, 1), f"ibqueryerrors: exit {result.returncode}: {result.stderr[-500:]}"
+        return result.stdout
 
     def wait_for(self, text: str, seconds: float) -> str:
         """ibsim's output up to and including `text`; fails after `seconds` without it.

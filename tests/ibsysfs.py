@@ -2,7 +2,8 @@
 
 `class/infiniband/<dev>` is a symlink into `devices/pci.../infiniband/<dev>` as on a real host; every file
 holds what the kernel prints, newline included (`node_guid` as `e09d:7303:0085:8d88`, `state` as
-`4: ACTIVE`, `gids/0` as the subnet prefix and port GUID in eight groups of four hex digits).
+`4: ACTIVE`, `gids/0` as the subnet prefix and port GUID in eight groups of four hex digits, `rate` as
+`400 Gb/sec (4X NDR)`, each error counter as a decimal under `counters/`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ class FakePort:
     guid: int | None = None  # default: the node GUID plus the port number, as ibsim gives them
     lid: int = 0x2A
     sm_lid: int = 1
+    rate: str = "400 Gb/sec (4X NDR)"
+    phys_state: str | None = None  # default: 5: LinkUp when the port is up, else 3: Disabled
+    counters: dict[str, int] = field(default_factory=dict)  # ports/N/counters/<name>
 
 
 @dataclass
@@ -57,13 +61,15 @@ def write_sysfs(root: Path, devices: list[FakeDevice]) -> Path:
         for port in device.ports:
             pdir = real / "ports" / str(port.number)
             (pdir / "gids").mkdir(parents=True, exist_ok=True)
+            (pdir / "counters").mkdir(exist_ok=True)
             guid = port.guid if port.guid is not None else device.node_guid + port.number
             ib = port.link_layer == "InfiniBand"
             pfiles = {"state": f"{port.state}: {STATES[port.state]}",
-                      "phys_state": "5: LinkUp" if port.state > 1 else "3: Disabled",
+                      "phys_state": port.phys_state or ("5: LinkUp" if port.state > 1 else "3: Disabled"),
                       "link_layer": port.link_layer, "lid": f"{port.lid if ib else 0:#x}",
                       "sm_lid": f"{port.sm_lid if ib else 0:#x}", "lid_mask_count": "0", "sm_sl": "0",
-                      "rate": "400 Gb/sec (4X NDR)", "cap_mask": "0xa651e848",
+                      "rate": port.rate, "cap_mask": "0xa651e848",
+                      **{f"counters/{name}": str(value) for name, value in port.counters.items()},
                       "gids/0": colon_hex((port.subnet_prefix << 64) | guid, 8),
                       "gids/1": colon_hex(0, 8)}
             for name, text in pfiles.items():

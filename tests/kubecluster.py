@@ -124,18 +124,27 @@ class KubeCluster:
         return objects, out
 
     def bind_operator(self, source: str | Path = ROOT / "manifests") -> str:
-        """Bind the manifests' ClusterRole to user topolabel-operator; returns the role's name.
-        `source` is the ClusterRole's YAML file or a directory of manifests holding exactly one."""
-        role = find_cluster_role(Path(source))
-        self.kubectl("apply", "-f", "-", input=json.dumps(role))
-        name = role["metadata"]["name"]
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                   "metadata": {"name": f"{name}-test-user"},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-                   "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                                 "name": testcluster.OPERATOR}]}
-        self.kubectl("apply", "-f", "-", input=json.dumps(binding))
-        return name
+        """Bind the manifests' ClusterRole, and their Roles in their namespaces (made when missing: the Lease's,
+        `default` for Events), to user topolabel-operator; returns the ClusterRole's name. `source` is a YAML
+        file or a directory of manifests holding exactly one ClusterRole."""
+        documents = rbac_documents(Path(source))
+        roles = [d for d in documents if d["kind"] == "ClusterRole"]
+        if len(roles) != 1:
+            raise AssertionError(f"{source}: expected one ClusterRole, found {len(roles)}")
+        subject = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": testcluster.OPERATOR}
+        items: list[dict[str, Any]] = []
+        for role in (d for d in documents if d["kind"] in ("ClusterRole", "Role")):
+            meta = role["metadata"]
+            binding_meta = {"name": f"{meta['name']}-test-user", **({"namespace": meta["namespace"]}
+                                                                   if "namespace" in meta else {})}
+            items += [role, {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": f"{role['kind']}Binding",
+                             "metadata": binding_meta, "subjects": [subject],
+                             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role["kind"],
+                                         "name": meta["name"]}}]
+            if "namespace" in meta:
+                self.kubectl("create", "namespace", meta["namespace"], check=False)
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+        return roles[0]["metadata"]["name"]
 
     def create_nodes(self, nodes: Iterable[dict[str, Any]], concurrency: int = BULK_CONCURRENCY) -> int:
         """Create Node objects `concurrency` at a time; returns the count. Labels, spec and status are
@@ -198,14 +207,11 @@ class KubeCluster:
                 and (resource is None or e.resource == resource) and (user is None or e.user == user)]
 
 
-def find_cluster_role(source: Path) -> dict[str, Any]:
-    """The one ClusterRole in a YAML file, or in the *.yaml/*.yml files of a directory."""
+def rbac_documents(source: Path) -> list[dict[str, Any]]:
+    """The ClusterRoles and Roles in a YAML file, or in the *.yaml/*.yml files of a directory."""
     files = sorted([*source.glob("*.yaml"), *source.glob("*.yml")]) if source.is_dir() else [source]
-    roles = [doc for f in files for doc in yaml.safe_load_all(f.read_text())
-             if isinstance(doc, dict) and doc.get("kind") == "ClusterRole"]
-    if len(roles) != 1:
-        raise AssertionError(f"{source}: expected one ClusterRole, found {len(roles)}")
-    return roles[0]
+    return [doc for f in files for doc in yaml.safe_load_all(f.read_text())
+            if isinstance(doc, dict) and doc.get("kind") in ("ClusterRole", "Role")]
 
 
 def binaries_or_skip(kueue: bool = False) -> testcluster.Binaries:

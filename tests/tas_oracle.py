@@ -16,10 +16,9 @@ import subprocess
 from pathlib import Path
 from typing import Any, Sequence
 
-import pytest
-
 from kueue_config.tas.fit import FitReport
 from kueue_config.tas.workloads import GROUP_NAME, Workload
+from tests.conftest import skip_or_fail
 
 CACHE = Path(os.environ.get("TOPOLABEL_CACHE") or Path.home() / ".cache" / "topolabel")
 
@@ -28,7 +27,7 @@ def oracle() -> Path:
     """The oracle binary, or a skip naming the step that builds it."""
     found = sorted(glob.glob(str(CACHE / "tas-oracle-*" / "tas-oracle")))
     if not found:
-        pytest.skip("hack/tas-oracle is not built; run .ci/setup.d/40-tas-oracle.sh (or bash .ci/run)")
+        skip_or_fail("hack/tas-oracle is not built; run .ci/setup.d/40-tas-oracle.sh (or bash .ci/run)")
     return Path(found[-1])
 
 

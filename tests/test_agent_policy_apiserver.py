@@ -3,9 +3,10 @@ identity: a ServiceAccount token bound to a Pod on the node (TokenRequest with a
 the server turns into the user system:serviceaccount:topolabel-agent:topolabel-agent with the pod's node in
 userInfo.extra["authentication.kubernetes.io/node-name"], exactly as a kubelet-mounted token in the DaemonSet.
 
-The agent may patch its own Node's three annotations (lldp-neighbors, gpu-clique, ib-node-guids) under its own
-field manager, `topolabel-agent`, also where the operator's patches own other fields; every other change,
-including one that would touch another manager's managedFields entry, is denied (403) with the policy's message.
+The agent may patch its own Node's four annotations (lldp-neighbors, gpu-clique, ib-node-guids, ib-port-health)
+under its own field manager, `topolabel-agent`, also where the operator's patches own other fields; every other
+change, including one that would touch another manager's managedFields entry or report another node's fabric
+health, is denied (403) with the policy's message.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ AGENT = ROOT / "manifests" / "agent"
 POLICY = yaml.safe_load((AGENT / "admission-policy.yaml").read_text().split("\n---\n")[0])
 SA = yaml.safe_load((AGENT / "serviceaccount.yaml").read_text())["metadata"]
 AGENT_MANAGER = "topolabel-agent"  # the field manager the agent patches under (topolabel/commands/agent.py)
-KEYS = ("topolabel.dev/lldp-neighbors", "topolabel.dev/gpu-clique", "topolabel.dev/ib-node-guids")
-IB_GUIDS = KEYS[2]
+KEYS = ("topolabel.dev/lldp-neighbors", "topolabel.dev/gpu-clique", "topolabel.dev/ib-node-guids",
+        "topolabel.dev/ib-port-health")
+IB_GUIDS, PORT_HEALTH = KEYS[2], KEYS[3]
+RECORD = '{"v":1,"at":1764590400.5,"window":300,"ports":[["mlx5_0",1,4,5,400,{"link_downed":2}]]}'
 DENIED = f"ValidatingAdmissionPolicy '{POLICY['metadata']['name']}'"
 OWN, OTHER = "gpu-a", "gpu-b"
 
@@ -119,16 +122,18 @@ def test_the_server_type_checks_the_policy_without_warnings(agent: client.CoreV1
     assert "typeChecking" in status and not status["typeChecking"].get("expressionWarnings"), status
 
 
-def test_the_agent_patches_its_own_nodes_three_annotations(agent: client.CoreV1Api, kube: KubeCluster) -> None:  # noqa: F811
+def test_the_agent_patches_its_own_nodes_four_annotations(agent: client.CoreV1Api, kube: KubeCluster) -> None:  # noqa: F811
     wait_for_policy(agent)
     # the operator labelled the node first (its own managedFields entry, which the agent's patches leave alone)
     patch_node(kube.api(), OWN, {"metadata": {"labels": {"topolabel.dev/rack": "r1"},
                                               "annotations": {"topolabel.dev/managed-labels": "rack"}}})
     guids = "0" * 4096  # the policy's bound, exactly
+    health = RECORD + " " * (8192 - len(RECORD))  # the policy's bound on the port record
     patch(agent, OWN, {"metadata": {"annotations": {KEYS[0]: '{"version":1,"neighbors":[]}', KEYS[1]: "clique-7",
-                                                    IB_GUIDS: guids}}})
+                                                    IB_GUIDS: guids, PORT_HEALTH: health}}})
     assert annotations(kube, OWN) == {"example.com/keep": "me", "topolabel.dev/managed-labels": "rack",
-                                      KEYS[0]: '{"version":1,"neighbors":[]}', KEYS[1]: "clique-7", IB_GUIDS: guids}
+                                      KEYS[0]: '{"version":1,"neighbors":[]}', KEYS[1]: "clique-7", IB_GUIDS: guids,
+                                      PORT_HEALTH: health}
     patch(agent, OWN, {"metadata": {"annotations": {KEYS[1]: None}}})  # and removes what it published
     assert KEYS[1] not in annotations(kube, OWN)
 
@@ -140,6 +145,10 @@ def test_the_agent_patches_its_own_nodes_three_annotations(agent: client.CoreV1A
      AGENT_MANAGER),
     ("an NVLink domain over 63 characters", OWN, {"metadata": {"annotations": {KEYS[1]: "c" * 64}}}, SIZES,
      AGENT_MANAGER),
+    ("another node's fabric health", OTHER, {"metadata": {"annotations": {PORT_HEALTH: RECORD}}}, 1,
+     AGENT_MANAGER),
+    ("a port record over 8192 characters", OWN, {"metadata": {"annotations": {PORT_HEALTH: "{" + " " * 8192}}},
+     SIZES, AGENT_MANAGER),
     ("another annotation key", OWN, {"metadata": {"annotations": {"example.com/keep": "changed"}}}, 2,
      AGENT_MANAGER),
     ("a new annotation key", OWN, {"metadata": {"annotations": {"topolabel.dev/other": "x"}}}, 2, AGENT_MANAGER),
@@ -167,3 +176,14 @@ def test_the_agent_is_denied_with_the_policys_message(agent: client.CoreV1Api, k
         assert policy_message(rule) in message, what
     after = json.loads(kube.kubectl("get", "node", name, "-o", "json").stdout)["metadata"]
     assert after["resourceVersion"] == before["resourceVersion"]
+
+
+def test_the_agent_cannot_write_a_health_condition_on_any_node(agent: client.CoreV1Api) -> None:
+    """The FabricHealthy condition is the operator's: the agent's RBAC grants no nodes/status at all."""
+    wait_for_policy(agent)
+    for name in (OWN, OTHER):
+        with pytest.raises(ApiException) as denied:
+            agent.patch_node_status(name, {"status": {"conditions": [{"type": "FabricHealthy", "status": "False",
+                                                                        "reason": "FabricDegraded", "message": "x"}]}},
+                                    field_manager=AGENT_MANAGER)
+        assert denied.value.status == 403 and "nodes/status" in denied.value.body, denied.value.body

@@ -108,6 +108,25 @@ def test_values_equal_what_eks_writes_so_the_sources_agree(topology_server: Topo
     assert snap.nodes == from_labels.nodes
 
 
+def test_capacity_blocks_equal_what_the_eks_preset_reads(topology_server: TopologyServer) -> None:
+    """EKS's capacity-block-id label beside the layers: the eks preset and --capacity-block-level agree."""
+    s = topology_server
+    ids = s.launch("us-east-1", 6, "p6e-gb200.36xlarge") + s.launch("us-east-1", 2)
+    for n, instance in enumerate(ids):
+        s.place(instance, ["nn-1", "nn-2", f"nn-3{n // 4}"], "cr-ultra" if n < 4 else None)
+    nodes = nodes_for(ids, "us-east-1a", "u")
+    snap = run(s, nodes, capacity_block_level=True)
+    labelled = []
+    for n in nodes:
+        network_nodes, block = s.fabric.topology[n.provider_id.rsplit("/", 1)[1]]
+        labels = {f"{EKS_LAYER}{i}": nn for i, nn in enumerate(network_nodes, start=1)}
+        labelled.append(Node(name=n.name, labels=labels | ({"topology.k8s.aws/capacity-block-id": block} if block else {})))
+    found = discover_labels(SourceContext(nodes=labelled, options={"preset": "eks"}))
+    from_labels = to_snapshot(found, level_keys(found.level_names))
+    assert snap.levels == from_labels.levels and snap.levels[-1].name == "capacity-block"
+    assert snap.nodes == from_labels.nodes
+
+
 def test_capacity_block_level(topology_server: TopologyServer) -> None:
     s = topology_server
     ids = s.launch("us-east-1", 6, "p6e-gb200.36xlarge")

@@ -6,21 +6,19 @@ helm is built from its Go module by hack/build-tool (.ci/setup.d/30-tools.sh).""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
-from hack import chart_schema
-from hack.image import CACHE, project_version
+from hack import chart_files, chart_schema
+from hack.image import project_version
 from labeler.config import Config
 from providers.infiniband import DEFAULT_NAMESPACE, InfinibandOptions
-from tests.conftest import ROOT, skip_or_fail
+from tests.conftest import ROOT
+from tests.helmrun import helm  # noqa: F401 (fixture)
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
 from topolabel.cli import parser
 from topolabel.ibcollector import parse_fabric_names
@@ -29,6 +27,7 @@ CHART = ROOT / "charts" / "topolabel"
 MANIFESTS = ROOT / "manifests"
 KUSTOMIZATIONS = sorted(p.parent for p in MANIFESTS.glob("**/kustomization.yaml"))
 VARIANTS = sorted(p.name for p in (CHART / "ci").glob("*-values.yaml"))
+EXAMPLES = sorted(f"examples/{p.name}" for p in (CHART / "examples").glob("*-values.yaml"))  # per source
 NAMESPACE = "topolabel-system"   # the kustomize manifests' namespace: the release namespace to compare with
 HELM_LABELS = {"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version",
                "helm.sh/chart"}
@@ -61,24 +60,6 @@ def test_versions_agree() -> None:
             [("topolabel", "topolabel", project_version())], directory
 
 
-@pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A function running the helm binary hack/build-tool made, with its own config and cache dirs."""
-    found = os.environ.get("TOPOLABEL_HELM") or (str(CACHE / "bin" / "helm") if (CACHE / "bin" / "helm").exists()
-                                                 else shutil.which("helm"))
-    if not found:
-        skip_or_fail("no helm: run hack/build-tool helm (about 5 minutes once; cached in ~/.cache/topolabel)")
-    home = tmp_path_factory.mktemp("helm")
-    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CONFIG", "CACHE", "DATA")}}
-
-    def run(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([found, *args], capture_output=True, text=True, env=env, timeout=300)
-        if check and result.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
-        return result
-    yield run
-
-
 def documents(text: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
@@ -88,13 +69,17 @@ def template(helm: Any, *args: str) -> list[dict[str, Any]]:
 
 
 def values(variant: str) -> list[str]:
-    return ["--values", str(CHART / "ci" / variant)] if variant != "default" else []
+    """The --values of a ci/ variant (by file name) or of an example (examples/NAME)."""
+    if variant == "default":
+        return []
+    return ["--values", str(CHART / (variant if variant.startswith("examples/") else f"ci/{variant}"))]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["default", *VARIANTS])
+@pytest.mark.parametrize("variant", ["default", *VARIANTS, *EXAMPLES])
 def test_lint(helm: Any, variant: str) -> None:
-    helm("lint", "--strict", str(CHART), *values(variant))
+    result = helm("lint", "--strict", str(CHART), *values(variant))
+    assert "symbolic link" not in result.stdout + result.stderr  # the chart carries its files
 
 
 @pytest.mark.slow
@@ -105,9 +90,19 @@ def test_lint_checks_config_against_the_model(helm: Any) -> None:
     assert "/config/plan/maxChangeFraction" in result.stdout and "'queue' not allowed" in result.stdout
 
 
+def test_the_chart_carries_the_manifests_it_shares_as_copies() -> None:
+    """crds/ and files/ hold copies of manifests/ (links make Helm print an INFO line for each)."""
+    for copy, manifest in chart_files.COPIES.items():
+        assert not (CHART / copy).is_symlink(), copy
+        assert (CHART / copy).read_bytes() == (ROOT / manifest).read_bytes(), \
+            f"{copy} differs from {manifest}: run python3 -m hack.chart_files"
+    shared = {p.relative_to(CHART).as_posix() for folder in ("crds", "files") for p in (CHART / folder).iterdir()}
+    assert shared == set(chart_files.COPIES)
+
+
 @pytest.mark.slow
 def test_the_packaged_chart_renders_the_same(helm: Any, tmp_path: Path) -> None:
-    """files/ and crds/ link to manifests/; `helm package` must carry their contents."""
+    """`helm package` carries crds/ and files/."""
     helm("package", str(CHART), "--destination", str(tmp_path))
     package = tmp_path / f"topolabel-{yaml.safe_load((CHART / 'Chart.yaml').read_text())['version']}.tgz"
     args = ["--include-crds", *values("agent-values.yaml")]
@@ -159,7 +154,7 @@ def test_default_values_render_what_kustomize_does(helm: Any, kube_cluster: Kube
     directories, enabled = PARTS[part]
     from_kustomize = comparable(kustomize(kube_cluster, MANIFESTS, *(MANIFESTS / d for d in directories)))
     sets = [a for value in enabled for a in ("--set", f"{value}.enabled=true")]
-    from_chart = comparable(template(helm, "--include-crds", *sets))
+    from_chart = comparable(template(helm, "--include-crds", "--skip-tests", *sets))
     assert sorted(from_chart) == sorted(from_kustomize)
     for key, obj in from_kustomize.items():
         assert from_chart[key] == obj, key
@@ -198,7 +193,7 @@ def chart_cluster(kube: KubeCluster) -> KubeCluster:  # noqa: F811
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", ["default", *VARIANTS])
+@pytest.mark.parametrize("variant", ["default", *VARIANTS, *EXAMPLES])
 def test_variant_passes_a_server_side_dry_run(helm: Any, chart_cluster: KubeCluster, variant: str) -> None:
     extra = [] if serves(chart_cluster, VAP) else [a for v in ("agent", "ibCollector")
                                                    for a in ("--set", f"{v}.admissionPolicy.enabled=false")]
@@ -213,8 +208,11 @@ def test_variant_passes_a_server_side_dry_run(helm: Any, chart_cluster: KubeClus
                 "agent-values.yaml": {"DaemonSet", "TopologyLabeler"}
                 | ({"ValidatingAdmissionPolicy"} if not extra else set()),
                 "ib-collector-values.yaml": {"Namespace", "Deployment", "Role", "RoleBinding"}
-                | ({"ValidatingAdmissionPolicy"} if not extra else set())}
-    assert expected[variant] <= kinds
+                | ({"ValidatingAdmissionPolicy"} if not extra else set()),
+                "examples/gke-values.yaml": {"TopologyLabeler"}, "examples/eks-values.yaml": {"TopologyLabeler"},
+                "examples/infiniband-values.yaml": {"TopologyLabeler", "DaemonSet", "Deployment"},
+                "examples/lldp-values.yaml": {"TopologyLabeler", "DaemonSet"}}
+    assert expected[variant] | {"Pod"} <= kinds  # the Pod: `helm test`'s
 
 
 @pytest.mark.slow

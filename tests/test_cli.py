@@ -74,7 +74,7 @@ def test_stream_to_stdout(capsys) -> None:
 
 @pytest.mark.parametrize("files, args, fragment", [
     ({"c.yaml": "plan: {maxChangeFraction: 2}\n"}, ["discover", "--config", "c.yaml"],
-     "c.yaml: plan.maxChangeFraction: Input should be less than or equal to 1"),
+     "c.yaml: plan.maxChangeFraction: must be at most 1"),
     ({"c.yaml": "keyPrefix: topolabel.dev\n"}, ["discover", "--config", "c.yaml"], "c.yaml: keyPrefix: must end with '/'"),
     ({"c.yaml": "sources: {}\n"}, ["discover", "--config", "c.yaml"], "c.yaml: sources: unknown key; did you mean 'source'?"),
     ({"n.yaml": "kind: Pod\n"}, ["discover", "--source", "labels", "--preset", "gke", "--nodes", "n.yaml"],
@@ -171,7 +171,7 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return out
 
 
-OUTPUT_COMMANDS = {"discover", "plan", "apply", "verify", "fit", "show", "kueue", "job check"}
+OUTPUT_COMMANDS = {"discover", "plan", "apply", "verify", "fit", "show", "kueue", "job check", "health"}
 
 
 def test_only_commands_that_print_a_result_take_o() -> None:
@@ -192,7 +192,7 @@ def test_o_json_and_yaml_are_machine_output_wherever_o_is_taken(tmp_path: Path, 
     runs = {"discover": ["discover", "--config", cfg, "--nodes", nodes], "plan": ["plan", *common],
             "verify": ["verify", "--config", cfg, "--nodes", nodes, "--against", str(snap)],
             "fit": ["fit", job, *common], "show": ["show", *common], "kueue": ["kueue", *common],
-            "job check": ["job", "check", job, "--snapshot", str(snap)]}
+            "job check": ["job", "check", job, "--snapshot", str(snap)], "health": ["health", "--nodes", nodes]}
     assert set(runs) == OUTPUT_COMMANDS - {"apply"}  # apply writes to a cluster: tests/test_apply_apiserver.py
     for name, args in runs.items():
         code, as_json, err = run_main(capsys, *args, "-o", "json")
@@ -260,3 +260,92 @@ def test_a_node_joining_leaves_kueue_check_green_under_rounding_quotas(tmp_path:
         assert code == expected, (config, diff)
         discovered = run_main(capsys, "discover", "--config", str(EXAMPLES / config), "--nodes", str(joined), "-o", "json")
         assert "gke-a3-b00-s00-n099" in json.loads(discovered[1])["nodes"]
+
+
+def test_plan_for_people_as_diff_lines_wide_without_headers_and_as_names(tmp_path: Path, capsys, monkeypatch) -> None:
+    """kubectl's habits: one line per node, values shortened to fit 80 columns; -o wide whole; --no-headers
+    without the summary; -o name as `node/NAME`; and YAML without anchors or aliases."""
+    monkeypatch.setenv("COLUMNS", "80")
+    cfg, nodes = str(EXAMPLES / "topolabel.yaml"), str(EXAMPLES / "nodes.yaml")
+    snap = tmp_path / "snap.json"
+    snap.write_text(run_main(capsys, "discover", "--config", cfg, "--nodes", nodes, "-o", "json")[1])
+    plan = ["plan", "--config", cfg, "--snapshot", str(snap), "--nodes", nodes]
+    lines = run_main(capsys, *plan)[1].splitlines()
+    assert lines[:3] == ["64 node(s) to change (0 rewriting or removing labels), 1 unchanged; keys under",
+                         "topolabel.dev/:",
+                         "gke-a3-b00-s00-n000  +block=30e60…77f88 +host=2e51f…033f6 +subblock=1a972…97678"]
+    assert lines[52:54] == ["... and 14 more (-o wide or -o json for all)", "1 problem(s):"]
+    wide = run_main(capsys, *plan, "-o", "wide")[1].splitlines()
+    assert wide[65:67] == ["1 problem(s):", "NODE              SOURCE   MESSAGE"] and wide[1] == (
+        "gke-a3-b00-s00-n000 +topolabel.dev/block=30e605f63be4da3943b8649f74877f88 "
+        "+topolabel.dev/host=2e51f13b0bf89c2e6ca2d001191033f6 +topolabel.dev/subblock=1a97236e068e9e7e7e05ca02b6e97678")
+    bare = run_main(capsys, *plan, "--no-headers")[1].splitlines()
+    assert bare[0].startswith("gke-a3-b00-s00-n000  +block=") and bare[51].startswith("gke-a3-new-n000   labels")
+    named = run_main(capsys, *plan, "-o", "name")[1].splitlines()
+    assert len(named) == 64 and named[0] == "node/gke-a3-b00-s00-n000"
+    as_yaml = run_main(capsys, *plan, "-o", "yaml")[1]
+    assert "&id" not in as_yaml and "*id" not in as_yaml and "  remove: []" in as_yaml
+
+
+def test_tables_drop_headers_and_kueue_names_its_objects_as_kubectl_does(tmp_path: Path, capsys) -> None:
+    cfg, nodes = str(EXAMPLES / "topolabel.yaml"), str(EXAMPLES / "nodes.yaml")
+    out = run_main(capsys, "discover", "--config", cfg, "--nodes", nodes, "--no-headers")[1].splitlines()
+    assert out[0].split() == ["block", "topolabel.dev/block", "4", "16", "/", "16"]
+    assert not any(line.startswith(("LEVEL", "NODE", "64 node(s)", "1 problem(s)")) for line in out)
+    assert out[-4].startswith("gke-a3-new-n000   labels   has none of the labels")
+    names = run_main(capsys, "kueue", "--config", cfg, "--nodes", nodes, "-o", "name")[1].splitlines()
+    assert names == ["topology.kueue.x-k8s.io/gke-0fed95", "resourceflavor.kueue.x-k8s.io/nvidia-b200-16432c",
+                     "resourceflavor.kueue.x-k8s.io/nvidia-h100-mega-80gb-3969e0", "clusterqueue.kueue.x-k8s.io/gpu",
+                     "localqueue.kueue.x-k8s.io/gpu", "localqueue.kueue.x-k8s.io/gpu"]
+
+
+def test_kueue_says_unchanged_and_why_each_file_was_removed(tmp_path: Path, capsys) -> None:
+    nodes = str(EXAMPLES / "nodes.yaml")
+    out = tmp_path / "kueue"
+    kueue = ["kueue", "--nodes", nodes, "--output-dir", str(out)]
+    assert run_main(capsys, *kueue, "--config", str(EXAMPLES / "topolabel.yaml"))[2].splitlines()[0] == \
+        f"{out}: 7 created"
+    assert run_main(capsys, *kueue, "--config", str(EXAMPLES / "topolabel.yaml"))[2] == f"{out}: unchanged (7 files)\n"
+    fewer = tmp_path / "fewer.yaml"  # no host level (a new Topology and flavors), one LocalQueue namespace less
+    fewer.write_text((EXAMPLES / "topolabel.yaml").read_text().replace(
+        "  - {name: host, label: topolabel.dev/host}\n", "").replace("preset: gke", "keys: [cloud.google.com/"
+        "gce-topology-block, cloud.google.com/gce-topology-subblock]").replace("[ml-research, ml-prod]", "[ml-research]"))
+    err = run_main(capsys, *kueue, "--config", str(fewer))[2].splitlines()
+    assert err[0] == f"{out}: 3 created, 2 updated, 1 unchanged, 4 removed"
+    removed = sorted(line for line in err if line.startswith("  removed: "))
+    assert removed[0] == "  removed: localqueue-ml-prod-gpu.yaml (no longer in the config)"
+    assert removed[1].startswith("  removed: resourceflavor-nvidia-b200-16432c.yaml (replaced by "
+                                 "resourceflavor-nvidia-b200-")
+    assert removed[3].startswith("  removed: topology-gke-0fed95.yaml (replaced by topology-gke-")
+    assert all(line.endswith(": a field Kueue cannot change in place changed)") for line in removed[1:])
+
+
+def test_errors_carry_the_prefix_and_suggest_what_was_meant(tmp_path: Path) -> None:
+    for args, line in ((["run", "--nodes", "f"], "topolabel run: error: --nodes is a file; the operator watches a "
+                                                  "cluster (use --kubeconfig)"),
+                       (["plan", "--outptu", "json"], "topolabel plan: error: unrecognized arguments: --outptu json; "
+                                                      "did you mean --output? (see topolabel plan --help)"),
+                       (["pln"], "topolabel: error: argument COMMAND: invalid choice: 'pln'; did you mean 'plan'? "
+                                 "(see topolabel --help)"),
+                       (["discover", "--source", "labels", "--preset", "gkee"],
+                        "topolabel discover: error: argument --preset: invalid choice: 'gkee'; did you mean 'gke'? "
+                        "(see topolabel discover --help)"),
+                       (["discover", "--source", "labels", "--nodes", str(EXAMPLES / "nodes.yaml")],
+                        "topolabel discover: error: --source labels: give a preset (coreweave, crusoe, eks, gke, nebius, "
+                        "nvlink, oci, topograph) or keys (label keys, coarsest first)")):
+        result = topolabel(*args)
+        assert result.returncode == 2 and result.stderr == line + "\n", result.stderr
+
+
+def test_help_puts_the_command_first_and_each_source_under_its_heading() -> None:
+    text = topolabel("help", "plan").stdout
+    order = [text.index(part) for part in ("options:", "  --exit-code", "common flags:", "  --kubeconfig",
+                                           "examples:", "source flags (", "labels source:", "  --preset")]
+    assert order == sorted(order)
+    assert topolabel("job", "check", "--help").stdout.count("topolabel job annotate") == 0
+    sources = topolabel("help", "sources").stdout
+    assert "labels       yes     Topology from labels the nodes already carry" in sources
+    assert "gke         block            cloud.google.com/gce-topology-block" in sources
+    assert "eks         layer-1          topology.k8s.aws/network-node-layer-1" in sources
+    assert "            capacity-block   topology.k8s.aws/capacity-block-id" in sources  # a preset's NVLink level
+    assert "ufm          no      UFM source" in sources

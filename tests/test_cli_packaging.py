@@ -14,6 +14,8 @@ import pytest
 
 from labeler.errors import InputError
 from labeler.kube import connect
+from providers import registry
+from providers.labels import presets
 from topolabel import version
 from topolabel.cli import main
 
@@ -45,7 +47,41 @@ def completion(shell: str) -> str:
     return result.stdout
 
 
-def test_bash_completes_commands_sources_and_files(tmp_path: Path) -> None:
+PRESETS = sorted([*presets.PRESETS, *presets.TIERED])  # what --preset completes to
+SOURCES = sorted(registry.SOURCES)  # what --source completes to
+LEVELS = ["block", "subblock", "hostname", "example.com/block", "example.com/subblock", "kubernetes.io/hostname"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _topology(tmp_path: Path) -> Path:
+    """A Topology file as `topolabel kueue` writes one: the levels completion offers."""
+    path = tmp_path / "topology.yaml"
+    path.write_text(json.dumps({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
+                                "spec": {"levels": [{"nodeLabel": key} for key in LEVELS[3:]]}}))
+    return path
+
+
+def _console_scripts(bin_dir: Path) -> None:
+    """The console scripts pyproject.toml declares, written as pip writes them (here running this tree)."""
+    import tomllib
+
+    bin_dir.mkdir(exist_ok=True)
+    for name, target in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"].items():
+        module, func = target.split(":")
+        script = bin_dir / name
+        script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(ROOT)!r})\n"
+                          f"from {module} import {func}\nsys.exit({func}())\n")
+        script.chmod(0o755)
+
+
+def _with_topolabel(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PATH has this tree's console scripts first."""
+    _console_scripts(tmp_path / "bin")
+    return {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+
+
+def test_bash_completes_commands_sources_files_presets_and_levels(tmp_path: Path) -> None:
+    topology = _topology(tmp_path)
     script = tmp_path / "topolabel.bash"
     script.write_text(completion("bash"))
     (tmp_path / "nodes.yaml").write_text("items: []\n")
@@ -55,11 +91,18 @@ ask() {{ COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=$
 ask topolabel dis
 ask topolabel discover --source ""
 ask topolabel discover --nodes {tmp_path}/no
+ask topolabel discover --source labels --preset ""
+ask topolabel job annotate job.yaml --kueue-dir {topology} --within ""
+ask topolabel show --kueue-dir {topology} --level sub
 """
-    lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60,
+                           env=_with_topolabel(tmp_path)).stdout.splitlines()
     assert lines[0] == "discover"
-    assert lines[1].split() == ["aws", "combined", "gcp", "infiniband", "inventory", "labels", "lldp"]
+    assert lines[1].split() == SOURCES
     assert lines[2] == f"{tmp_path}/nodes.yaml"
+    assert lines[3].split() == PRESETS
+    assert lines[4].split() == LEVELS
+    assert lines[5] == "subblock"
 
 
 @shell("fish")
@@ -70,32 +113,84 @@ def test_fish_completes_commands_and_sources(tmp_path: Path) -> None:
                           "complete -C 'topolabel discover --source '"], capture_output=True, text=True,
                          timeout=30).stdout
     names = [line.split("\t")[0] for line in out.splitlines()]
-    assert names == ["discover", "aws", "combined", "gcp", "infiniband", "inventory", "labels", "lldp"]
+    assert names == ["discover", *SOURCES]
 
 
-@shell("zsh")
-def test_zsh_completes_sources_at_a_real_prompt(tmp_path: Path) -> None:
-    """zsh completes only inside its line editor, so an interactive zsh in a pseudo-terminal is asked."""
-    script = tmp_path / "_topolabel"
-    script.write_text(completion("zsh"))
+def _zsh_prompt(tmp_path: Path, script: Path, line: str, last: str, setup: str = "") -> str:
+    """What an interactive zsh in a pseudo-terminal lists after `line` and a TAB (zsh completes only inside
+    its line editor), once `last` shows up."""
     driver = tmp_path / "drive.zsh"
     driver.write_text(f"""zmodload zsh/zpty
 zpty z 'zsh -f -i'
-zpty -w z 'autoload -U compinit; compinit -u -D; source {script}; compdef _shtab_topolabel topolabel'
-zpty -w -n z $'topolabel discover --source \\t'
+zpty -w z 'autoload -U compinit; compinit -u -D; {setup}'
+zpty -w -n z $'{line}\\t'
 out=""
 for i in {{1..300}}; do  # up to 30 s: a loaded machine starts zsh's completion slowly
   while zpty -r -t z line; do out+="$line"; done
-  [[ $out == *lldp* ]] && break
+  [[ $out == *{last}* ]] && break
   sleep 0.1
 done
+sleep 0.5  # the rest of the list
+while zpty -r -t z line; do out+="$line"; done
 print -r -- "$out"
 zpty -d z
 """)
-    out = subprocess.run(["zsh", "-f", str(driver)], capture_output=True, text=True, timeout=60).stdout
-    after = out.split("topolabel discover --source", 1)[-1]  # the list, before zsh redraws the line
-    for name in ("aws", "combined", "gcp", "infiniband", "inventory", "labels", "lldp"):
+    out = subprocess.run(["zsh", "-f", str(driver)], capture_output=True, text=True, timeout=90,
+                         env=_with_topolabel(tmp_path)).stdout
+    return out.replace(line.strip(), "")  # the list, without the line as typed and redrawn
+
+
+@shell("zsh")
+def test_zsh_completes_sources_presets_and_levels_at_a_real_prompt(tmp_path: Path) -> None:
+    script = tmp_path / "_topolabel"
+    script.write_text(completion("zsh"))
+    setup = f"source {script}; compdef _shtab_topolabel topolabel"
+    after = _zsh_prompt(tmp_path, script, "topolabel discover --source ", SOURCES[-1], setup)
+    for name in SOURCES:
         assert name in after
+    after = _zsh_prompt(tmp_path, script, "topolabel discover --source labels --preset ", "topograph", setup)
+    assert all(name in after for name in PRESETS), after
+    topology = _topology(tmp_path)
+    after = _zsh_prompt(tmp_path, script, f"topolabel job annotate j.yaml --kueue-dir {topology} --within ",
+                        "kubernetes.io/hostname", setup)
+    assert all(name in after for name in LEVELS), after
+
+
+def kubectl() -> str:
+    """kubectl as the tests' control plane has it, else the one on PATH (plugin completion needs >= 1.26)."""
+    for path in (Path.home() / ".cache/topolabel/stack/kubectl", Path.home() / ".cache/topolabel/bin/kubectl"):
+        if path.exists():
+            return str(path)
+    found = shutil.which("kubectl")
+    if not found:
+        if os.environ.get("CI"):
+            pytest.fail("no kubectl: .ci/setup.d builds it")
+        pytest.skip("no kubectl")
+    return found
+
+
+def test_kubectl_completes_the_plugin_through_kubectl_complete_topolabel(tmp_path: Path) -> None:
+    """kubectl finds kubectl-topolabel and asks kubectl_complete-topolabel (both console scripts) for the words
+    after the plugin's name: in its own __complete protocol, and at a bash prompt."""
+    env = _with_topolabel(tmp_path)
+    topology = _topology(tmp_path)
+    asked = subprocess.run([kubectl(), "__complete", "topolabel", "discover", "--source", "labels", "--preset", "g"],
+                           capture_output=True, text=True, timeout=60, env=env)
+    assert asked.stdout.splitlines()[:2] == ["gke", ":4"], asked.stdout + asked.stderr
+    bash_completion = Path("/usr/share/bash-completion/bash_completion")  # kubectl's script needs it
+    if not bash_completion.exists():
+        if os.environ.get("CI"):
+            pytest.fail("bash-completion is in .ci/apt-packages")
+        pytest.skip("bash-completion is not installed")
+    probe = f"""source {bash_completion}
+source <({kubectl()} completion bash)
+ask() {{ COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${{#COMP_LINE}};
+        __start_kubectl kubectl "${{@: -1}}" "${{@: -2:1}}"; echo "${{COMPREPLY[*]}}"; }}
+ask kubectl topolabel pl
+ask kubectl topolabel job annotate j.yaml --kueue-dir {topology} --within sub
+"""
+    lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60, env=env).stdout
+    assert lines.splitlines()[-2:] == ["plan", "subblock"], lines
 
 
 def kubeconfig(path: Path, server: str) -> Path:

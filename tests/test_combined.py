@@ -109,7 +109,7 @@ def test_order_and_rename(tmp_path: Path) -> None:
     (lambda c: c["source"].update(order=["block", "nope"]), "order ['block', 'nope'] must name each of"),
     (lambda c: c["source"]["sources"][1].update(levels=["rack"]), "source labels has no level 'rack'"),
     (lambda c: c["source"]["sources"][1].update(preset="inventory-typo"), "unknown preset"),
-    (lambda c: c["source"]["sources"].pop(), "sources: List should have at least 2 items"),
+    (lambda c: c["source"]["sources"].pop(), "sources: must have at least 2 item(s)"),
     (lambda c: c["source"]["sources"][1].update(levels={"nvlink": "block"}), "level name(s) block come from more"),
 ])
 def test_config_errors(tmp_path: Path, change, fragment: str) -> None:

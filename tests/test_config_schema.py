@@ -63,7 +63,9 @@ SHAPES = [
     ({"source": {"type": "labels", "prest": "gke"}}, "source.prest", False),
     ({"source": {"type": "labls"}}, "source.type", True),
     ({"source": {"type": "lldp", "lldpdir": "x"}}, "source.lldpdir", False),
-    ({"source": {"type": "infiniband", "ibTimeout": 0}}, "source.ibTimeout", False),
+    ({"source": {"type": "infiniband", "ibTimeout": 0}}, "source.ibTimeout", True),
+    ({"source": {"type": "labels", "preset": "gpc"}}, "source.preset", True),
+    ({"source": {"type": "labels", "preset": "gke", "inventory": "x"}}, "source.inventory", True),
     ({"kueue": {"clusterQueues": [{"name": "Team-A"}]}}, "kueue.clusterQueues[0].name", True),
     ({"kueue": {"clusterQueues": []}}, "kueue.clusterQueues", True),
     ({"kueue": {"clusterQueues": [{"name": "a", "quota": {"cpu": {"fraction": 2}}}]}},
@@ -92,11 +94,11 @@ def test_every_problem_at_once_each_at_its_path_with_did_you_mean() -> None:
         parse_config(config, "c.yaml", option_models())
     assert str(err.value) == (
         "c.yaml: 5 problems: keyPrefix: must end with '/', e.g. 'topolabel.dev/'; "
+        "sources: unknown key; did you mean 'source'?; "  # in the order of the file
         "source.prest: unknown key; did you mean 'preset'?; "
-        "kueue.localQueues[0].namespaces[1]: 'B' is not a Kubernetes name (a DNS label): lower-case letters, digits "
-        "and '-', starting and ending with a letter or digit; "
         "kueue.clusterQueu: unknown key; did you mean 'clusterQueue'?; "
-        "sources: unknown key; did you mean 'source'?")
+        "kueue.localQueues[0].namespaces[1]: 'B' is not a Kubernetes name (a DNS label): lower-case letters, digits "
+        "and '-', starting and ending with a letter or digit")
 
 
 def test_a_source_option_error_names_its_full_path() -> None:
@@ -131,7 +133,8 @@ def test_config_check_lists_every_problem_per_file_and_exits_2(tmp_path: Path) -
         f"{bad}: source.prest: unknown key; did you mean 'preset'?",
         f"{bad}: kueue.clusterQueues[0].name: 'A' is not a Kubernetes name (a DNS subdomain): lower-case letters, "
         "digits and '-' or '.', starting and ending with a letter or digit",
-        f"{manifest}: spec.plan.maxChangeFraction: Input should be less than or equal to 1"]
+        f"{manifest}: spec.plan.maxChangeFraction: must be at most 1",
+        "topolabel config check: error: 3 problem(s) in 2 of 3 file(s)"]
     assert out.stdout.splitlines() == [f"{CONFIGS[0]}: valid"]
     assert "Traceback" not in topolabel("config", "check", str(tmp_path / "missing.yaml")).stderr
 

@@ -323,7 +323,7 @@ def test_cli_slurm(snapshot_file: Path, labels_snapshot: Snapshot) -> None:
 def test_cli_errors_are_one_line(snapshot_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["export", "slurm", "--snapshot", str(snapshot_file), "--block-level", "rack"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("topolabel export: error: --block-level 'rack'") and err.count("\n") == 1
+    assert err.startswith("topolabel export slurm: error: --block-level 'rack'") and err.count("\n") == 1
     with pytest.raises(SystemExit):
         main(["export", "slurm", "--snapshot", str(snapshot_file), "--block-sizes", "8,x"])
 
@@ -340,4 +340,4 @@ def test_cli_objects(snapshot_file: Path, tmp_path: Path, capsys: pytest.Capture
     files = sorted(p.name for p in out.iterdir())
     assert len(files) == 2 and files[0].startswith("kai-topology-gke-") and files[1] == "kustomization.yaml"
     assert validate(yaml.safe_load((out / files[0]).read_text()), KAI_CRD) == []
-    assert "1 object(s) written" in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines()[-1] == f"{out}: 1 object(s), unchanged (2 files)"

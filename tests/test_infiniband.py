@@ -233,9 +233,9 @@ def test_options_are_checked() -> None:
     for options, fragment in [({}, "give one of --ib-fabric NAME"),
                               ({"ibnetdiscover": "f", "run_ibnetdiscover": True}, "give one of"),
                               ({"ibnetdiscover": "f", "ib_fabric": "compute"}, "give one of"),
-                              ({"ib_fabric": "compute", "ib_max_age": 0}, "ib_max_age: Input should be greater than 0"),
+                              ({"ib_fabric": "compute", "ib_max_age": 0}, "ib_max_age: must be more than 0"),
                               ({"ibnetdiscover": "f", "hca_pattern": "mlx5_["}, "hca_pattern: not a regular expression"),
-                              ({"ibnetdiscover": "f", "ib_timeout": 0}, "ib_timeout: Input should be greater than 0")]:
+                              ({"ibnetdiscover": "f", "ib_timeout": 0}, "ib_timeout: must be more than 0")]:
         with pytest.raises(SourceError, match=re.escape(fragment)):
             ib_discover(SourceContext(options=options, origin="cfg"))
 

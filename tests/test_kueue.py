@@ -87,8 +87,12 @@ def test_level_change_renames_topology_and_flavors_and_reports_superseded(cluste
     read_dir(tmp_path, "kueue").write(old)
     fewer = Snapshot(snap.levels[:2], {n: {k: v[k] for k in ("block", "subblock")} for n, v in snap.nodes.items()})
     new = render(generate(fewer, nodes, cfg).objects, "kueue")
-    gone = read_dir(tmp_path, "kueue").write(new)
+    changes = read_dir(tmp_path, "kueue").write(new)
+    gone = changes.removed
     assert sorted(n.split("-")[0] for n in gone) == ["resourceflavor", "resourceflavor", "topology"]
+    assert all(gone[n] in new and gone[n].rsplit("-", 1)[0] == n.rsplit("-", 1)[0] for n in gone)  # the successor
+    assert changes.updated == ["clusterqueue-gpu.yaml", "kustomization.yaml"] and changes.summary().startswith(
+        "3 created, 2 updated, ")
     assert "clusterqueue-gpu.yaml" in new and "clusterqueue-gpu.yaml" not in gone
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*new, "kustomization.yaml"])
     assert yaml.safe_load((tmp_path / "kustomization.yaml").read_text())["resources"] == sorted(

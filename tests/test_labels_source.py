@@ -88,7 +88,7 @@ def test_nothing_to_read_is_an_error() -> None:
 
 
 @pytest.mark.parametrize("options, fragment", [
-    ({}, "either a preset"),
+    ({}, r"give a preset \(coreweave, crusoe, eks, gke, nebius, nvlink, oci, topograph\) or keys"),
     ({"preset": "azure"}, "unknown preset 'azure'"),
     ({"preset": "gke", "typo": 1}, "typo: unknown key; known: keys, names, preset"),
 ])

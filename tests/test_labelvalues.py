@@ -72,6 +72,8 @@ def test_a_hashed_value_is_kept_after_its_partner_left_and_a_stolen_one_is_not()
 
 @pytest.mark.parametrize("key, owner", [("kubernetes.io/hostname", "Kubernetes"), ("node.kubernetes.io/x", "Kubernetes"),
                                         ("cloud.google.com/gke-nodepool", "GKE"), ("topology.k8s.aws/x", "AWS"),
+                                        ("crusoe.ai/pod.id", "Crusoe"), ("topology.nebius.com/tier-1", "Nebius"),
+                                        ("ds.coreweave.com/nvlink.domain", "CoreWeave"),
                                         ("topolabel.dev/block", None), ("rack", None), ("example.com/rack", None)])
 def test_keys_of_kubernetes_clouds_and_tools_are_not_topolabels(key: str, owner: str | None) -> None:
     assert foreign_owner(key) == owner

@@ -122,6 +122,25 @@ def test_the_crd_stores_a_teams_spec_as_written_and_refuses_what_the_config_refu
     assert "namespaces" in out.stderr
 
 
+@pytest.mark.parametrize("source, refused", [
+    ({"type": "labels", "preset": "gpc"}, 'spec.source.preset: Unsupported value: "gpc"'),
+    ({"type": "labels", "preset": "gke", "inventory": "x"}, "inventory is an option of the inventory source, not of labels"),
+    ({"type": "infiniband", "ibTimeout": 0}, "spec.source.ibTimeout"),
+    ({"type": "labels", "preset": "gke", "prest": "x"}, None),  # unknown to every source: the operator reports it
+    ({"type": "combined", "sources": [{"type": "labels", "preset": "gke"}, {"type": "inventory", "inventory": "x"}]},
+     None)])
+def test_the_crd_refuses_a_bad_source_option_at_apply(prepared: KubeCluster, source: dict[str, Any],
+                                                      refused: str | None) -> None:
+    manifest = {"apiVersion": "topolabel.dev/v1alpha1", "kind": "TopologyLabeler", "metadata": {"name": "src"},
+                "spec": {"source": source}}
+    out = prepared.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(manifest),
+                           check=False)
+    if refused is None:
+        assert out.returncode == 0 and json.loads(out.stdout)["spec"]["source"] == source, out.stderr
+    else:
+        assert out.returncode != 0 and refused in out.stderr, out.stderr
+
+
 def test_a_thousand_nodes_one_start_then_zero_writes_and_a_dead_source_loses_nothing(
         cluster: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
     items, _ = gke_cluster(4, 10, 25)

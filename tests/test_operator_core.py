@@ -15,17 +15,19 @@ from labeler.config import Config, parse_config
 from labeler.errors import InputError, TopologyError
 from labeler.model import Discovery, Problem
 from labeler.nodes import MANAGED_ANNOTATION, Node
+from labeler.names import camel
 from labeler.plan import NodeChange, Plan
 from providers import inventory, labels
 from providers.base import Options, Source
-from providers.registry import get_source
+from providers.registry import get_source, option_models
 from tests.conftest import ROOT
 from topolabel.cli import parser
+from topolabel.operator.backoff import Backoff
 from topolabel.operator.kueue import Usage, covers, needs_usage, plan_changes
 from topolabel.operator.labelling import PENDING_SECONDS, Labeller
 from topolabel.operator.leader import LEASE_NAME
 from topolabel.operator.settings import RunOptions, resolve
-from topolabel.operator.status import MAX_PROBLEMS, Conditions, status_body
+from topolabel.operator.status import EVENT_NAMESPACE, MAX_PROBLEMS, Conditions, status_body
 from topolabel.operator.topology import Topology, carry_over
 from topolabel.pipeline import place
 
@@ -218,7 +220,22 @@ def test_conditions_report_transitions_once() -> None:
     assert conds.items["SourceAvailable"].message == "boom again"
     assert conds.set("SourceAvailable", True, "Discovered", "ok").status == "True"
     ready = conds.to_list()[-1]
-    assert ready["type"] == "Ready" and ready["status"] == "False"  # LabelsInSync, KueueInSync not true yet
+    assert ready["type"] == "Ready" and ready["status"] == "False"  # ConfigValid, LabelsInSync ... not true yet
+    assert (ready["reason"], ready["message"]) == ("Pending", "ConfigValid not reported yet")
+
+
+def test_ready_carries_the_reason_and_message_of_the_first_condition_not_true() -> None:
+    conds = Conditions()
+    conds.set("ConfigValid", True, "Valid", "flags")
+    conds.set("SourceAvailable", True, "Discovered", "ok")
+    conds.set("LabelsInSync", False, "WriteFailed", "2 node(s) could not be labelled")
+    conds.set("KueueInSync", False, "ApplyFailed", "namespaces ml not found")
+    ready = conds.to_list()[-1]
+    assert (ready["status"], ready["reason"]) == ("False", "WriteFailed")
+    assert ready["message"] == "LabelsInSync: 2 node(s) could not be labelled"
+    conds.set("LabelsInSync", True, "Synced", "4 node(s)")
+    conds.set("KueueInSync", True, "Applied", "5 object(s)")
+    assert conds.to_list()[-1]["reason"] == "InSync"
 
 
 def test_the_status_bounds_its_problem_list() -> None:
@@ -288,7 +305,8 @@ def test_the_crd_spec_schema_has_every_config_key() -> None:
     crd = next(d for d in documents() if d["kind"] == "CustomResourceDefinition")
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     model = Config.model_json_schema(by_alias=True)
-    assert schema_keys(spec) == model_keys(model, model["$defs"])
+    options = {camel(key): {} for declared in option_models().values() for key in declared.model_fields}
+    assert schema_keys(spec) == {**model_keys(model, model["$defs"]), "source": {"type": {}, **options}}
     example = yaml.safe_load((ROOT / "examples" / "topologylabeler.yaml").read_text())
     parse_config(example["spec"], "examples/topologylabeler.yaml")
 
@@ -299,25 +317,45 @@ def test_rbac_grants_exactly_what_the_operator_uses() -> None:
               for v in rule["verbs"]}
     kueue = {("kueue.x-k8s.io", r, v) for r in ("topologies", "resourceflavors", "cohorts", "clusterqueues", "localqueues")
              for v in ("list", "create", "patch", "delete")}
-    assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")), ("", "events", "create"),
+    assert grants == {*(("", "nodes", v) for v in ("get", "list", "watch", "patch")),
+                      ("", "nodes/status", "patch"),  # fabric health's FabricHealthy condition
+                      ("", "namespaces", "get"),
                       *(("topolabel.dev", "topologylabelers", v) for v in ("get", "list", "watch")),
                       ("topolabel.dev", "topologylabelers/status", "patch"), *kueue,
                       ("kueue.x-k8s.io", "workloads", "list")}
 
 
+def named(kind: str, name: str) -> dict[str, Any]:
+    return next(d for d in documents() if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def assert_bound_to_the_operator(role: dict[str, Any]) -> None:
+    deploy = next(d for d in documents() if d["kind"] == "Deployment")
+    binding = named("RoleBinding", role["metadata"]["name"])
+    assert binding["metadata"]["namespace"] == role["metadata"]["namespace"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
+                                    "namespace": deploy["metadata"]["namespace"]}]
+
+
 def test_leader_election_may_touch_its_own_lease_and_nothing_else() -> None:
-    role = next(d for d in documents() if d["kind"] == "Role")
+    role = named("Role", "topolabel-leader-election")
     deploy = next(d for d in documents() if d["kind"] == "Deployment")
     assert role["metadata"]["namespace"] == deploy["metadata"]["namespace"]
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE_NAME],
          "verbs": ["get", "update"]}]
-    binding = next(d for d in documents() if d["kind"] == "RoleBinding")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    account = deploy["spec"]["template"]["spec"]["serviceAccountName"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account,
-                                    "namespace": deploy["metadata"]["namespace"]}]
+    assert_bound_to_the_operator(role)
+
+
+def test_events_may_be_created_in_default_and_nowhere_else() -> None:
+    """The only namespace the API server takes Events about a cluster-scoped object in (EVENT_NAMESPACE)."""
+    role = named("Role", "topolabel-events")
+    assert role["metadata"]["namespace"] == EVENT_NAMESPACE == "default"
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]
+    assert_bound_to_the_operator(role)
 
 
 def test_the_deployment_is_two_hardened_replicas_with_leader_election_and_probes() -> None:
@@ -337,3 +375,14 @@ def test_the_deployment_is_two_hardened_replicas_with_leader_election_and_probes
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     assert sorted(kustomization["resources"]) == sorted(f.name for f in MANIFESTS.glob("*.yaml")
                                                         if f.name != "kustomization.yaml")
+
+
+# --- retries ---
+
+def test_backoff_doubles_from_one_second_to_five_minutes_with_jitter_and_resets() -> None:
+    still = Backoff(rng=lambda: 0.0)
+    assert [still.next() for _ in range(11)] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
+    stretched = Backoff(rng=lambda: 1.0)
+    assert [round(stretched.next(), 6) for _ in range(4)] == [1.1, 2.2, 4.4, 8.8]
+    still.reset()
+    assert still.next() == 1

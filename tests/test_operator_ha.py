@@ -13,11 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hack import testcluster
 from hack.synth import gke_cluster
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 from tests.operatorrun import kill, spawn, stop, wait_until
-from tests.test_operator_apiserver import MANIFESTS, cluster, operator_writes, prepared, quiet  # noqa: F401
+from tests.test_operator_apiserver import cluster, operator_writes, prepared, quiet  # noqa: F401
 from topolabel.operator.leader import LEASE_NAME
 
 pytestmark = pytest.mark.slow
@@ -26,14 +25,7 @@ TAKEOVER = 30.0
 
 
 def lease_rbac(cluster: KubeCluster) -> None:  # noqa: F811
-    """The manifests' Lease Role in its namespace, bound to the test's operator user."""
-    cluster.kubectl("create", "namespace", NAMESPACE, check=False)
-    role = next(d for d in yaml.safe_load_all((MANIFESTS / "rbac.yaml").read_text()) if d["kind"] == "Role")
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "leader-election-test-user", "namespace": NAMESPACE},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]},
-               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": testcluster.OPERATOR}]}
-    cluster.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": [role, binding]}))
+    """No Lease left by another test: the Lease Role is bound to the test's operator user by bind_operator."""
     cluster.kubectl("delete", "lease", LEASE_NAME, "-n", NAMESPACE, "--ignore-not-found")
 
 

@@ -178,16 +178,22 @@ def test_json_logs_carry_node_source_and_reason_and_the_start_calls_no_node_join
             assert all(placed(cluster.node_labels()[n], truth[n]) for n in truth)
             assert sample(port, "topolabel_discovery_duration_seconds_count", source="labels", scope="join") == 0
             cluster.create_nodes([node_object(new, dict(zip(GKE_KEYS, ("b0", "s0", "h99"))), H100, "us-central1-b")])
-            wait_until(lambda: new in log.read_text(), 30, "the joining node in the log")
+            wait_until(lambda: f"labelled node {new}" in log.read_text(), 30, "the joining node labelled in the log")
             assert sample(port, "topolabel_discovery_duration_seconds_count", source="labels", scope="join") == 1
         finally:
             stop(proc)
     records = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
     assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
-    assert [(r["source"], r["reason"], r["message"]) for r in records if r.get("node") == new] == [
-        ("labels", "Joined", f"placed joining node {new}")]
-    assert not [r for r in records if old in r["message"] or r.get("node") == old]
+    assert [(r.get("source"), r["reason"], r["message"].split(":")[0]) for r in records if r.get("node") == new] == [
+        ("labels", "Joined", f"placed joining node {new}"), (None, "NodeLabelled", f"labelled node {new}")]
+    # the node unplaceable from the start is said once, as unplaced, never as joining
+    assert [(r["reason"], r["level"]) for r in records if r.get("node") == old] == [("Unplaced", "WARNING")]
+    assert not [r for r in records if old in r["message"] and r.get("node") != old]
+    labelled = {r["node"] for r in records if r.get("reason") == "NodeLabelled"}
+    assert labelled == {*truth, new}  # every node written, one record each
     assert any(r.get("reason") == "Labelled" and r.get("source") == "labels" for r in records)  # an Event
+    started = [r for r in records if r.get("reason") == "Started"]
+    assert len(started) == 1 and re.match(r"topolabel \S+: config from flags, source labels", started[0]["message"])
 
 
 def test_joining_nodes_are_labelled_within_seconds_and_leaving_ones_leave_the_quota(tmp_path: Path) -> None:
@@ -293,8 +299,44 @@ def test_a_plan_that_rewrites_too_many_nodes_is_refused(tmp_path: Path) -> None:
             cluster.call("PATCH", f"{LABELER}/default", {"spec": {"plan": {"maxChangeFraction": 0.25}}})
             wait_until(lambda: op.conditions.get("LabelsInSync") == ("False", "PlanRefused"), 10, "PlanRefused")
             assert ("Warning", "PlanRefused") in events(cluster, mark)
+            message = op.operator.controller.conditions.items["LabelsInSync"].message
+            assert "raise spec.plan.maxChangeFraction of TopologyLabeler default" in message
+            assert "`topolabel apply --force`" in message and "rerun with --force" not in message
             assert node_patches(cluster, mark) == []
             assert all(placed(labels, truth[n]) for n, labels in cluster.node_labels().items())
+
+
+def test_an_invalid_spec_stays_reported_until_it_is_fixed(tmp_path: Path) -> None:
+    """Passes after a refused spec go on with the last valid config and say so; they never make the refused
+    spec look applied (ConfigValid stays false, Ready carries its reason) until a valid one comes."""
+    items, truth = gke_cluster(1, 2, 2)
+    with MockCluster() as cluster:
+        cluster.create_nodes(items)
+        cluster.call("POST", LABELER, labeler({"source": {"type": "labels", "preset": "gke"}}))
+        with InThread(options(cluster, tmp_path, resync=1.0)) as op:
+            op.wait_passes(1)
+            mark = len(cluster.seen())
+            cluster.call("PATCH", f"{LABELER}/default", {"spec": {"source": {"preset": "gpc"}}})
+            wait_until(lambda: op.conditions.get("ConfigValid") == ("False", "ConfigInvalid"), 10, "ConfigInvalid")
+            op.wait_passes(op.passes() + 2)  # two full passes with the old settings
+            status = cluster.get(f"{LABELER}/default")["status"]
+            conditions = {c["type"]: c for c in status["conditions"]}
+            assert conditions["ConfigValid"]["status"] == "False"
+            assert "gpc" in conditions["ConfigValid"]["message"]
+            assert "still working with the last valid config" in conditions["ConfigValid"]["message"]
+            assert conditions["SourceAvailable"]["status"] == "True"  # the old settings still discover
+            ready = conditions["Ready"]
+            assert (ready["status"], ready["reason"]) == ("False", "ConfigInvalid")
+            assert ready["message"].startswith("ConfigValid: ") and "gpc" in ready["message"]
+            assert events(cluster, mark).count(("Warning", "ConfigInvalid")) == 1
+            assert all(placed(labels, truth[n]) for n, labels in cluster.node_labels().items())
+
+            cluster.call("PATCH", f"{LABELER}/default", {"spec": {"source": {"preset": "gke"}}})
+            wait_until(lambda: op.conditions.get("ConfigValid") == ("True", "Valid"), 10, "the config valid again")
+            op.wait_passes(op.passes() + 1)
+            ready = next(c for c in cluster.get(f"{LABELER}/default")["status"]["conditions"] if c["type"] == "Ready")
+            assert (ready["status"], ready["reason"]) == ("True", "InSync")
+            assert ("Normal", "Valid") in events(cluster, mark)
 
 
 def test_a_topology_level_change_makes_new_objects_and_keeps_what_workloads_use(tmp_path: Path) -> None:
@@ -372,6 +414,39 @@ def test_api_faults_are_retried_and_a_dropped_watch_resumes(tmp_path: Path) -> N
             name = sorted(truth)[0]
             cluster.patch_node(name, {"metadata": {"labels": {KEYS[2]: None}}})
             wait_until(lambda: placed(cluster.node_labels()[name], truth[name]), 10, "the label put back")
+
+
+def test_failed_writes_are_retried_with_backoff_long_before_the_resync(tmp_path: Path) -> None:
+    """The Kueue objects refused (403, which no call retries) four times and a node's patch three times: retry
+    passes about 1, 2, 4 and 8 s apart heal both, where the resync (300 s) would have waited minutes."""
+    items, truth = gke_cluster(1, 2, 2)
+    config = tmp_path / "topolabel.yaml"
+    config.write_text(yaml.safe_dump({"source": {"type": "labels", "preset": "gke"},
+                                      "kueue": {"clusterQueue": "gpu"}}))
+    name = sorted(truth)[0]
+    forbidden = {"kind": "Status", "code": 403, "reason": "Forbidden"}
+    with MockCluster() as cluster:
+        cluster.create_nodes(items)
+
+        def inject(h: Any) -> None:
+            h["list", kmock.resource("kueue.x-k8s.io/v1beta2/clusterqueues")][:4] << 403 << forbidden
+            h[f"patch /api/v1/nodes/{name}"][:3] << 403 << forbidden
+
+        cluster.in_loop(inject)
+        with InThread(options(cluster, tmp_path, config_path=str(config))) as op:
+            wait_until(lambda: op.conditions.get("KueueInSync") == ("False", "ReadFailed"), 20, "ReadFailed")
+            failed_at = time.monotonic()
+            wait_until(lambda: op.conditions.get("KueueInSync") == ("True", "Applied"), 40, "the Kueue objects")
+            healed = time.monotonic() - failed_at
+            wait_until(lambda: placed(cluster.node_labels()[name], truth[name]), 10, "the refused node labelled")
+            assert op.passes("full") == 1  # healed by retry passes, not by a resync
+            assert op.passes("retry") == 4
+            assert op.sample("topolabel_api_calls_total", verb="list", resource="clusterqueues", code="403") == 4
+            assert 1 + 2 + 4 + 8 - 1 <= healed < 60, healed  # the delays doubled, and it healed long before 300 s
+            assert cluster_queue(cluster) is not None
+            op.wait_passes(1, "retry")
+            time.sleep(3)
+            assert op.passes("retry") == 4  # nothing failing: no more retries
 
 
 def test_killed_and_restarted_mid_run_converges_without_writing_a_node_twice(tmp_path: Path) -> None:

@@ -2,9 +2,10 @@
 
 It runs in a hostNetwork DaemonSet beside lldpd. Each round runs `lldpcli -f json0 show neighbors`, turns
 the output into the compact facts JSON (`providers.lldp.facts`), optionally asks `nvidia-smi` for the
-node's NVLink domain (`providers.gpu_clique`), and sends one merge patch to its own Node when the values
-changed, or when `resync` seconds passed (to restore an annotation someone removed). It never reads Nodes,
-so `patch` on nodes is all its RBAC grants; an admission policy keeps it to its own Node.
+node's NVLink domain (`providers.gpu_clique`) and reads its InfiniBand ports for fabric health
+(`PortWatch`), and sends one merge patch to its own Node when the values changed, or when `resync` seconds
+passed (to restore an annotation someone removed). It never reads Nodes, so `patch` on nodes is all its RBAC
+grants; an admission policy keeps it to its own Node.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from kubernetes.client.exceptions import ApiException
 from labeler.errors import SourceError, TopolabelError
 from labeler.hosttools import run_tool
 from labeler.kube import api_error
+from providers.infiniband.portrecord import encode, make_record
+from providers.infiniband.sysfs import read_port_health
 from providers.lldp.facts import Neighbor, parse_json0
 
 LLDPCLI_TIMEOUT = 30.0
@@ -47,6 +50,23 @@ def read_neighbors(command: Sequence[str], timeout: float = LLDPCLI_TIMEOUT) -> 
 def annotation_patch(values: Mapping[str, str | None]) -> dict[str, Any]:
     """The merge patch that sets (or, for None, removes) these annotations and touches nothing else."""
     return {"metadata": {"annotations": dict(values)}}
+
+
+class PortWatch:
+    """This node's InfiniBand ports, read every round: the record (`providers.infiniband.portrecord`) of their
+    states, rates and how much their error counters rose since the round before; None without any port."""
+
+    def __init__(self, sysfs: str, counters: Sequence[str], clock: Callable[[], float] = time.time) -> None:
+        self.sysfs, self.counters, self.clock = sysfs, tuple(counters), clock
+        self.before: dict[str, dict[str, int]] | None = None
+        self.at = 0.0
+
+    def __call__(self) -> str | None:
+        ports = read_port_health(self.sysfs, self.counters)
+        now = self.clock()
+        record = make_record(ports, self.before, now - self.at, now)
+        self.before, self.at = {p.name: p.counters for p in ports}, now
+        return encode(record) if ports else None
 
 
 @dataclass

@@ -16,8 +16,10 @@ from labeler.errors import TopolabelError
 
 from . import version
 from .commands import COMMANDS
+from .parsing import Parser, chosen_command
 
 DEBUG = "TOPOLABEL_DEBUG"
+COMPLETE = "__complete"
 HELP = frozenset({"-h", "--help"})
 
 DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
@@ -54,7 +56,7 @@ class Narrow(Exception):
     """The narrow parser met something it does not know: the whole parser reads the command line instead."""
 
 
-class NarrowParser(argparse.ArgumentParser):
+class NarrowParser(Parser):
     """A parser with one source's flags, which raises instead of printing an error, and takes no abbreviations
     (one could be ambiguous among every source's flags)."""
 
@@ -68,7 +70,7 @@ class NarrowParser(argparse.ArgumentParser):
 def parser(prog: str = "topolabel", command: str | None = None, source: str | None = None) -> argparse.ArgumentParser:
     """The whole parser; with `command`, only that command's flags are built (completion needs them all); with
     `source` too, only that source's flags ("": none), in a parser that raises `Narrow` on anything else."""
-    top = (argparse.ArgumentParser if source is None else NarrowParser)(prog=prog, description=DESCRIPTION)
+    top = (Parser if source is None else NarrowParser)(prog=prog, description=DESCRIPTION)
     top.add_argument("--version", action=VersionAction)
     top.set_defaults(top_parser=top)  # for `completion`, which describes the whole parser
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -79,11 +81,6 @@ def parser(prog: str = "topolabel", command: str | None = None, source: str | No
         else:
             sub.add_parser(name, help=summary)
     return top
-
-
-def chosen_command(argv: list[str]) -> str | None:
-    """The subcommand named on the command line (the top level takes no option with a value)."""
-    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def chosen_source(argv: list[str]) -> str | None:
@@ -125,25 +122,37 @@ def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
     """Run one command. Exit status: 0 ok or up to date; 1 differs, does not fit, or writes failed; 2 bad
     input or an error, always with one line on stderr (README, "Exit status")."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == [COMPLETE]:  # the shells' and kubectl's completion asking (topolabel.completer)
+        from .completer import answer
+
+        return answer(argv[1:] or [""], parser)
+    if argv[:1] == ["help"] and argv[1:] not in ([], ["sources"]):
+        argv = [*argv[1:], "--help"]  # `help job check` is `job check --help`
     args = parse(argv, prog)
     try:
         return args.run(args)
     except TopolabelError as exc:
-        report(args.command, f"error: {exc}")
+        report(command_of(args), f"error: {exc}")
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - a bug still ends in one line and exit 2, never 1
         message = kube_error(exc)
         if message is not None:
-            report(args.command, f"Kubernetes API error: {message}")
+            report(command_of(args), f"error: Kubernetes API: {message}")
             return 2
-        report(args.command, f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
+        report(command_of(args), f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
                              f"with the traceback that {DEBUG}=1 prints)")
         if os.environ.get(DEBUG):
             import traceback
 
             traceback.print_exc()
     return 2
+
+
+def command_of(args: argparse.Namespace) -> str:
+    """The command as typed: `plan`, `job check`, `config check`, `export slurm`."""
+    words = [args.command, *(getattr(args, dest, None) for dest in ("verb", "action", "target"))]
+    return " ".join(w for w in words if isinstance(w, str))
 
 
 def report(command: str, message: str) -> None:
@@ -167,6 +176,14 @@ def kube_error(exc: Exception) -> str | None:
 def kubectl_main() -> int:
     """The `kubectl-topolabel` plugin: `kubectl topolabel plan ...` runs `topolabel plan ...`."""
     return main(prog="kubectl topolabel")
+
+
+def kubectl_complete() -> int:
+    """`kubectl_complete-topolabel WORDS...`: what kubectl (1.26 and later) runs to complete
+    `kubectl topolabel WORDS...` (topolabel.completer)."""
+    from .completer import answer
+
+    return answer(sys.argv[1:] or [""], parser)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ and, when the parsed fabric differs from the published one, publishes it as Conf
 manifest's `checkedAt`, which tells the operator the fabric is current. A collector that dies stops
 renewing, and a standby takes the Lease over after leaseDurationSeconds; one that stops cleanly (SIGTERM)
 hands it over at once. A port that leaves Active (cable pulled, HCA down) makes this node drop the fabric.
+With `--ib-errors` the holder also runs `ibqueryerrors` and publishes, in the manifest, how much each port's
+error counters rose since its last run (`portErrors`, `errorsAt`): fabric health's counter evidence.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ from labeler.shards import publish, read_manifest, touch
 from providers.infiniband.command import run_ibnetdiscover
 from providers.infiniband.fabric import Fabric
 from providers.infiniband.parse import parse_ibnetdiscover
-from providers.infiniband.published import FABRIC_LABEL, FORMAT, TIME_FORMAT, encode, object_name, pack, to_bytes
+from providers.infiniband.portrecord import increases
+from providers.infiniband.published import (ERRORS_AT, FABRIC_LABEL, FORMAT, PORT_ERRORS, TIME_FORMAT, encode,
+                                           encode_errors, object_name, pack, to_bytes)
+from providers.infiniband.queryerrors import PortErrors, parse_queryerrors, run_queryerrors
 from providers.infiniband.sysfs import Device, read_devices
 
 FABRIC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -102,6 +107,8 @@ class Settings:
     lease_duration: float = 30.0
     ibnetdiscover: str = "ibnetdiscover"
     timeout: float = 120.0
+    errors: bool = False  # also run ibqueryerrors and publish the counters' increases
+    ibqueryerrors: str = "ibqueryerrors"
 
 
 class Collector:
@@ -112,6 +119,7 @@ class Collector:
         self.api, self.settings, self.log, self.clock = api, settings, log, clock
         self.keepers: dict[str, Keeper] = {}
         self.due: dict[str, float] = {}
+        self.counters: dict[str, tuple[float, PortErrors]] = {}  # fabric -> the last ibqueryerrors reading
 
     def say(self, message: str) -> None:
         print(f"topolabel ib-collector: {message}", file=self.log, flush=True)
@@ -169,6 +177,8 @@ class Collector:
                 "subnetPrefix": f"{port.subnet_prefix:016x}", "smLid": str(port.sm_lid),
                 "hcas": str(kinds.count("ca")), "switches": str(kinds.count("switch")),
                 "notices": json.dumps(self.notices(name, ports, fabric))}
+        if self.settings.errors:
+            info.update(self.port_errors(name, port))
         namespace = self.settings.namespace
         current = read_manifest(self.api, namespace, object_name(name))
         if not keeper.held:
@@ -181,6 +191,18 @@ class Collector:
                           {**MANAGED_BY, FABRIC_LABEL: name}, current)
         return (f"published {info['hcas']} HCAs, {info['switches']} switches: {len(blob):,} bytes in "
                 f"{len(written.shards)} shard(s)")
+
+    def port_errors(self, name: str, port: FabricPort) -> dict[str, str]:
+        """The manifest keys of the counters' increases since the last reading; none on the first (the counters
+        hold whatever accumulated since they were last cleared, which says nothing about now)."""
+        text = run_queryerrors(port.device, port.port, self.settings.timeout, self.settings.ibqueryerrors)
+        now, counters = self.clock(), parse_queryerrors(text, f"ibqueryerrors -C {port.device} -P {port.port}")
+        last = self.counters.get(name)
+        self.counters[name] = (now, counters)
+        if last is None:
+            return {}
+        rises = {key: rise for key, values in counters.items() if (rise := increases(values, last[1].get(key, {})))}
+        return {PORT_ERRORS: encode_errors(rises, now - last[0]), ERRORS_AT: _now()}
 
     def notices(self, name: str, ports: list[FabricPort], fabric: Fabric) -> list[str]:
         """This node's ports counted in the fabric that its discovery did not reach: they are on another subnet."""

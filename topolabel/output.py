@@ -1,30 +1,67 @@
-"""Printing results: JSON and YAML for tools, rich tables for people.
+"""Printing results: JSON and YAML for tools, plain tables and diff-style lines for people.
 
-rich and PyYAML are imported by the functions that print with them: a command printing JSON never loads rich."""
+Tables are laid out by `tables` (kubectl's look, 80 columns without a broken token); `-o wide` shows every
+column and value whole, `--no-headers` drops the header line, `-o name` prints `kind/name` lines as kubectl
+does. PyYAML and orjson are imported by the functions that print with them."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, TextIO
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, TextIO
 
 from labeler.model import Problem, Snapshot
 
+from .tables import MIN_ELIDED, Column, View, elide, render, terminal_width, wrap
+
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.table import Table
 
-    from labeler.plan import Plan
+    from labeler.plan import NodeChange, Plan
 
-FORMATS = ("table", "json", "yaml")
+FORMATS = ("table", "wide", "json", "yaml")
+NAMES = "name"
 MAX_MESSAGE = 2000
 JSON_SLICE = 5000  # list items per orjson call when writing compact JSON
+LIMIT = 50  # rows a table shows before "... and N more"; -o wide shows them all
 
 
 def one_line(message: str) -> str:
     """A message as one line: control characters (newlines in a node name) escaped, length bounded."""
     text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
     return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + f"... ({len(text) - MAX_MESSAGE} more characters)"
+
+
+def view_of(args: argparse.Namespace) -> View:
+    """The table view a command line asked for (`-o wide`, `--no-headers`), as wide as the terminal."""
+    return View(wide=getattr(args, "output", None) == "wide", headers=not getattr(args, "no_headers", False),
+                width=terminal_width())
+
+
+def for_people(args: argparse.Namespace) -> bool:
+    """True when the command prints a table (`-o table` or `-o wide`), not data or names."""
+    return getattr(args, "output", "table") in ("table", "wide")
+
+
+def say(lines: Iterable[str], out: TextIO | None = None) -> None:
+    (out or sys.stdout).write("".join(f"{line}\n" for line in lines))
+
+
+def headline(text: str, view: View) -> list[str]:
+    """A sentence above a table, wrapped at spaces to the terminal's width (never in a token)."""
+    return [text] if view.wide else wrap(text, view.width)
+
+
+def title(text: str, view: View) -> list[str]:
+    """A table's title line (a count, a summary): dropped with --no-headers, like the header line."""
+    return headline(text, view) if view.headers else []
+
+
+def names(kind: str, items: Iterable[str], out: TextIO | None = None) -> None:
+    """`-o name`: one `kind/name` line per item, as `kubectl get -o name` prints them."""
+    say((f"{kind}/{item}" for item in items), out)
 
 
 def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
@@ -42,9 +79,9 @@ def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
         else:
             out.write(b"".join(pieces).decode() + "\n")
     else:
-        import yaml
+        from labeler.documents import dump_yaml
 
-        out.write(yaml.safe_dump(data, sort_keys=False, default_flow_style=False))
+        out.write(dump_yaml(data))
 
 
 def _json_pieces(data: Any) -> Iterator[bytes]:
@@ -75,78 +112,104 @@ def _json(data: Any, option: int = 0) -> bytes:
 
 
 def console(out: TextIO | None = None) -> Console:
-    """A rich console on `out` (stdout when None, looked up now so redirection works), as wide as the terminal.
-
-    Not a terminal: $COLUMNS, else 80 columns, the width every table is laid out to read well at.
-    """
+    """A rich console on `out` (stdout when None, looked up now so redirection works), for prose with colour;
+    as wide as the terminal ($COLUMNS, else 80 columns when not a terminal)."""
     from rich.console import Console
 
     return Console(file=out or sys.stdout, highlight=False)
 
 
-def name_column(table: Table, header: str, names: Iterable[str], cap: int = 63) -> None:
-    """A column of names (nodes, domains, PodSets) as wide as the longest, so no name is broken in the middle.
-
-    Names longer than `cap` (longer than any label value) fold rather than push every other column out.
-    """
-    width = max([len(header), *(len(line) for n in names for line in str(n).splitlines())])
-    if width <= cap:
-        table.add_column(header, no_wrap=True, min_width=width)
-    else:
-        table.add_column(header, overflow="fold", min_width=cap)
+def shown(items: Sequence[Any], view: View, limit: int = LIMIT) -> tuple[Sequence[Any], list[str]]:
+    """The items a table shows (all with -o wide), and the line that says how many more there are."""
+    if view.wide or len(items) <= limit:
+        return items, []
+    return items[:limit], [f"... and {len(items) - limit} more (-o wide or -o json for all)"]
 
 
-def table(**options: Any) -> Table:
-    from rich.table import Table
-
-    return Table(**options)
-
-
-def problems_table(problems: Iterable[Problem], out: TextIO | None = None, limit: int = 50) -> None:
+def problems_table(problems: Iterable[Problem], out: TextIO | None = None, view: View | None = None) -> None:
     problems = list(problems)
     if not problems:
         return
-    grid = table(title=f"{len(problems)} problem(s)", title_justify="left")
-    name_column(grid, "node", (p.node or "-" for p in problems[:limit]))
-    for col in ("source", "message"):
-        grid.add_column(col, overflow="fold")
-    for p in problems[:limit]:
-        grid.add_row(p.node or "-", p.source, p.message)
-    console(out).print(grid)
-    if len(problems) > limit:
-        console(out).print(f"... and {len(problems) - limit} more (use -o json for all)")
+    view = view or View(width=terminal_width())
+    rows, more = shown(problems, view)
+    say([*title(f"{len(problems)} problem(s):", view),
+         *render([Column("NODE", "name"), Column("SOURCE"), Column("MESSAGE", "prose")],
+                 [(p.node or "-", p.source, p.message) for p in rows], view), *more], out)
 
 
-def snapshot_table(snap: Snapshot, out: TextIO | None = None) -> None:
+def snapshot_table(snap: Snapshot, view: View, out: TextIO | None = None) -> None:
     """Domains per level with their node counts, then the problems."""
-    con = console(out)
-    con.print(f"{len(snap.nodes)} node(s) placed in {len(snap.levels)} level(s): "
-              + " > ".join(f"{lv.name} ({lv.label})" for lv in snap.levels))
-    grid = table()
-    grid.add_column("level")
-    grid.add_column("domains", justify="right")
-    grid.add_column("nodes per domain (min / max)", justify="right")
+    lines = title(f"{len(snap.nodes)} node(s) placed in {len(snap.levels)} level(s), coarsest first:", view)
+    rows = []
     for lv in snap.levels:
         sizes = Counter(values[lv.name] for values in snap.nodes.values())
         span = f"{min(sizes.values())} / {max(sizes.values())}" if sizes else "-"
-        grid.add_row(lv.name, str(len(sizes)), span)
-    con.print(grid)
-    problems_table(snap.problems, out)
+        rows.append((lv.name, lv.label, str(len(sizes)), span))
+    say([*lines, *render([Column("LEVEL", "name"), Column("LABEL", "name"), Column("DOMAINS", right=True),
+                          Column("NODES PER DOMAIN (MIN / MAX)", right=True)], rows, view)], out)
+    problems_table(snap.problems, out, view)
 
 
-def plan_table(plan: Plan, out: TextIO | None = None, limit: int = 50) -> None:
-    con = console(out)
-    con.print(f"{len(plan.changes)} node(s) to change ({plan.disruptive} rewriting or removing labels), "
-              f"{plan.unchanged} unchanged")
-    if plan.changes:
-        grid = table()
-        name_column(grid, "node", (c.node for c in plan.changes[:limit]))
-        for col in ("set", "remove"):
-            grid.add_column(col, overflow="fold")
-        for change in plan.changes[:limit]:
-            grid.add_row(change.node, "\n".join(f"{k}={v}" for k, v in change.set.items()) or "-",
-                         "\n".join(change.remove) or "-")
-        con.print(grid)
-        if len(plan.changes) > limit:
-            con.print(f"... and {len(plan.changes) - limit} more (use -o json for all)")
-    problems_table(plan.problems, out)
+def key_prefix(changes: Sequence[NodeChange]) -> str:
+    """The `prefix/` every changed key shares (`topolabel.dev/`), or ""."""
+    keys = {k for c in changes for k in (*c.set, *c.remove)}
+    if not keys:
+        return ""
+    prefix = os.path.commonprefix(sorted(keys)[::len(keys) - 1] if len(keys) > 1 else [*keys])
+    return prefix[:prefix.rfind("/") + 1]
+
+
+def change_items(change: NodeChange, prefix: str) -> list[tuple[str, str]]:
+    """A change as diff items: (`+key=`, value) for each label set, (`-key`, "") for each removed."""
+    cut = len(prefix)
+    return [*((f"+{k[cut:]}=", v) for k, v in sorted(change.set.items())), *((f"-{k[cut:]}", "") for k in change.remove)]
+
+
+def diff_lines(name: str, items: list[tuple[str, str]], view: View, name_width: int) -> list[str]:
+    """`NODE  +key=value +key=value -key`: on one line when the values, shortened in the middle to no less
+    than MIN_ELIDED characters each, let it fit; else the items wrap under the first, each whole."""
+    if view.wide:
+        return [" ".join([name.ljust(name_width), *(k + v for k, v in items)]).rstrip()]
+    indent = name_width + 2 if name_width + 2 + 30 <= view.width and len(name) <= name_width else 4
+    room = view.width - indent
+    per = _value_width(items, room)
+    if per is not None:
+        return _placed(name, [" ".join(k + elide(v, per) for k, v in items)], indent, name_width)
+    lines: list[str] = []
+    for key, value in items:
+        item = key + elide(value, max(room - len(key), MIN_ELIDED))
+        if lines and len(lines[-1]) + 1 + len(item) <= room:
+            lines[-1] += " " + item
+        else:
+            lines.append(item)
+    return _placed(name, lines, indent, name_width)
+
+
+def _value_width(items: list[tuple[str, str]], room: int) -> int | None:
+    """The widest value width (at least MIN_ELIDED) at which all items fit on one line of `room`; None when
+    none does."""
+    fixed = sum(len(k) for k, _ in items) + len(items) - 1
+    longest = max((len(v) for _, v in items), default=0)
+    for per in range(longest, MIN_ELIDED - 1, -1):
+        if fixed + sum(min(len(v), per) for _, v in items) <= room:
+            return per
+    return longest if fixed + sum(len(v) for _, v in items) <= room else None
+
+
+def _placed(name: str, lines: list[str], indent: int, name_width: int) -> list[str]:
+    if indent == name_width + 2:
+        return [f"{name.ljust(name_width)}  {lines[0]}", *(" " * indent + line for line in lines[1:])]
+    return [name, *(" " * indent + line for line in lines)]
+
+
+def plan_table(plan: Plan, view: View, out: TextIO | None = None) -> None:
+    """The plan as diff lines, a node a line (`+key=value` set, `-key` removed), then the problems."""
+    prefix = "" if view.wide else key_prefix(plan.changes)
+    under = f"; keys under {prefix}" if prefix else ""
+    head = (f"{len(plan.changes)} node(s) to change ({plan.disruptive} rewriting or removing labels), "
+            f"{plan.unchanged} unchanged{under}" + (":" if plan.changes else ""))
+    changes, more = shown(plan.changes, view)
+    width = min(max((len(c.node) for c in changes), default=0), 40)
+    lines = [line for c in changes for line in diff_lines(c.node, change_items(c, prefix), view, width)]
+    say([*title(head, view), *lines, *more], out)
+    problems_table(plan.problems, out, view)

@@ -38,11 +38,12 @@ from ..base import Export, Exporter
 from ..domains import Domain, domain_forest, natural
 from .block import Block, block_conf, block_depth, block_notes, block_sizes, block_sizes_problem, blocks
 from .names import SOURCE, NameRule, slurm_names
-from .topologies import (NO_TOPOLOGY, TopologySpec, block_entry, check_specs, default_name, flat_entry, node_labels,
-                         selects, topology_yaml, tree_entry, trim, without_topology)
+from .topologies import (NO_TOPOLOGY, Topology, TopologySpec, check_specs, default_name, node_labels, selects,
+                         topology_yaml, trim, without_topology)
 from .tree import Switch, switches, tree_conf
 
-__all__ = ["EXPORTER", "FORMATS", "NameRule", "SlurmOptions", "TopologySpec", "block_sizes_problem", "export_slurm"]
+__all__ = ["EXPORTER", "FORMATS", "NameRule", "SlurmOptions", "SlurmTopologies", "Topology", "TopologySpec",
+           "add_arguments", "block_sizes_problem", "export_slurm", "options_from", "slurm_topologies"]
 
 FORMATS = ("tree", "block", "yaml")
 
@@ -58,6 +59,18 @@ class SlurmOptions:
     trim_tiers: int = 0
     no_topology: bool = False
     topologies: tuple[TopologySpec, ...] = ()
+    stable: bool = False  # switches that do not depend on node counts (`tree.switches`)
+
+
+@dataclass
+class SlurmTopologies:
+    """topology.yaml's entries, the header to put above them, the Slurm name of each node written, and the
+    problems met."""
+
+    header: str
+    topologies: list[Topology]
+    names: dict[str, str]
+    problems: list[Problem]
 
 
 @dataclass
@@ -76,6 +89,42 @@ def export_slurm(snapshot: Snapshot, options: SlurmOptions = SlurmOptions(), nod
     """
     if options.format not in FORMATS:
         raise TopologyError(f"unknown Slurm format {options.format!r}; choose {', '.join(FORMATS)}")
+    if options.format == "yaml":
+        found = slurm_topologies(snapshot, options, nodes)
+        return Export(found.header + topology_yaml([t.entry() for t in found.topologies]), problems=found.problems)
+    given, header, problems = _prepare(snapshot, options, nodes)
+    if options.topologies:
+        problems.append(Problem(SOURCE, "export.slurm.topologies are written only with --format yaml; "
+                                        f"this {options.format} topology covers every node"))
+    every = list(given.names)
+    if options.format == "tree":
+        return Export(header + tree_conf(_switches(given, every, options.root, options.stable)), problems=problems)
+    block_list, sizes, depth, notes = _blocks(given, every, options.block_level, options.block_sizes)
+    header += f"# Blocks are {given.snapshot.levels[depth].name} domains, in tree order.\n"
+    return Export(header + block_conf(block_list, sizes), problems=problems + notes)
+
+
+def slurm_topologies(snapshot: Snapshot, options: SlurmOptions = SlurmOptions(),
+                     nodes: Sequence[Node] = ()) -> SlurmTopologies:
+    """topology.yaml's entries: the named topologies of `options.topologies`, each over the nodes its selector
+    picks, else a tree and a block topology over every node (`options.yaml_default` the cluster default)."""
+    given, header, problems = _prepare(snapshot, options, nodes)
+    if options.topologies:
+        topologies, notes = _named(given, options, {n.name: n.labels for n in nodes})
+        return SlurmTopologies(header, topologies, given.names, problems + notes)
+    if options.yaml_default not in ("tree", "block"):
+        raise TopologyError(f"the default topology must be tree or block, not {options.yaml_default!r}")
+    every = list(given.names)
+    block_list, sizes, depth, notes = _blocks(given, every, options.block_level, options.block_sizes, options.stable)
+    header += f"# Blocks are {given.snapshot.levels[depth].name} domains, in tree order.\n"
+    topologies = [Topology("tree", options.yaml_default == "tree", "tree",
+                           switches=_switches(given, every, options.root, options.stable)),
+                  Topology("block", options.yaml_default == "block", "block", blocks=block_list, sizes=sizes)]
+    return SlurmTopologies(header, topologies, given.names, problems + notes)
+
+
+def _prepare(snapshot: Snapshot, options: SlurmOptions, nodes: Sequence[Node]) -> tuple[_Input, str, list[Problem]]:
+    """The trimmed snapshot, the Slurm names of the nodes written and of those without topology, the header."""
     if options.no_topology and options.format == "block":
         raise TopologyError("--no-topology puts nodes under a switch of topology/tree; a block topology has no place "
                             "for them (use --format tree or yaml)")
@@ -88,29 +137,12 @@ def export_slurm(snapshot: Snapshot, options: SlurmOptions = SlurmOptions(), nod
         raise TopologyError("no node of the snapshot can be written to a Slurm topology")
     given = _Input(snapshot, names, [n for n in unplaced if n in names])
     levels = " > ".join(lv.name for lv in snapshot.levels)
-    header = f"# Generated by topolabel from {len(names)} nodes (levels: {levels}); regenerate, do not edit.\n"
+    counted = "" if options.stable else f" from {len(names)} nodes"  # stable: nothing that node churn changes
+    header = f"# Generated by topolabel{counted} (levels: {levels}); regenerate, do not edit.\n"
     if given.unplaced:
-        header += f"# {len(given.unplaced)} node(s) without topology are under the switch {NO_TOPOLOGY}.\n"
-    if options.topologies and options.format == "yaml":
-        text, notes = _named(given, options, {n.name: n.labels for n in nodes})
-        return Export(header + text, problems=problems + notes)
-    if options.topologies:
-        problems.append(Problem(SOURCE, "export.slurm.topologies are written only with --format yaml; "
-                                        f"this {options.format} topology covers every node"))
-    every = list(names)
-    switch_list = _switches(given, every, options.root) if options.format != "block" else []
-    if options.format == "tree":
-        return Export(header + tree_conf(switch_list), problems=problems)
-    block_list, sizes, depth, notes = _blocks(given, every, options.block_level, options.block_sizes)
-    problems += notes
-    header += f"# Blocks are {snapshot.levels[depth].name} domains, in tree order.\n"
-    if options.format == "block":
-        return Export(header + block_conf(block_list, sizes), problems=problems)
-    if options.yaml_default not in ("tree", "block"):
-        raise TopologyError(f"the default topology must be tree or block, not {options.yaml_default!r}")
-    entries = [tree_entry("tree", options.yaml_default == "tree", switch_list),
-               block_entry("block", options.yaml_default == "block", block_list, sizes)]
-    return Export(header + topology_yaml(entries), problems=problems)
+        many = "" if options.stable else f"{len(given.unplaced)} "
+        header += f"# {many}node(s) without topology are under the switch {NO_TOPOLOGY}.\n"
+    return given, header, problems
 
 
 def _forest(given: _Input, members: Sequence[str]) -> list[Domain]:
@@ -118,27 +150,27 @@ def _forest(given: _Input, members: Sequence[str]) -> list[Domain]:
     return domain_forest(given.snapshot, placed) if placed else []
 
 
-def _switches(given: _Input, members: Sequence[str], root: str | None) -> list[Switch]:
+def _switches(given: _Input, members: Sequence[str], root: str | None, stable: bool = False) -> list[Switch]:
     """The tree's switches over `members`; their nodes without topology under one more leaf switch."""
     forest = _forest(given, members)
     loose = sorted((given.names[n] for n in given.unplaced if n in members), key=natural)
     if loose:
         forest.append(Domain(len(given.snapshot.levels) - 1, NO_TOPOLOGY, loose))
-    return switches(forest, given.snapshot.levels, root)
+    return switches(forest, given.snapshot.levels, root, stable)
 
 
-def _blocks(given: _Input, members: Sequence[str], level: str | None,
-            requested: Sequence[int]) -> tuple[list[Block], list[int], int, list[Problem]]:
+def _blocks(given: _Input, members: Sequence[str], level: str | None, requested: Sequence[int],
+            stable: bool = False) -> tuple[list[Block], list[int], int, list[Problem]]:
     forest = _forest(given, members)
     depth = block_depth(forest, given.snapshot.levels, level)
     block_list = blocks(forest, depth)
-    sizes = block_sizes(block_list, requested)
+    sizes = block_sizes(block_list, requested, counted=not stable)
     return block_list, sizes, depth, block_notes(block_list, sizes, given.snapshot.levels)
 
 
 def _named(given: _Input, options: SlurmOptions,
-           cluster: Mapping[str, Mapping[str, str]]) -> tuple[str, list[Problem]]:
-    """topology.yaml with the configured topologies, each over the nodes its selector picks."""
+           cluster: Mapping[str, Mapping[str, str]]) -> tuple[list[Topology], list[Problem]]:
+    """The configured topologies, each over the nodes its selector picks."""
     specs = options.topologies
     check_specs(specs)
     default = default_name(specs)
@@ -146,7 +178,7 @@ def _named(given: _Input, options: SlurmOptions,
     entries, notes = [], []
     for spec in specs:
         if spec.plugin == "flat":
-            entries.append(flat_entry(spec.name, spec.name == default))
+            entries.append(Topology(spec.name, spec.name == default, "flat"))
             continue
         members = [n for n in given.names if selects(spec, labels.get(n, {}))
                    and (n in given.snapshot.nodes or spec.plugin == "tree")]  # blocks hold placed nodes only
@@ -155,19 +187,22 @@ def _named(given: _Input, options: SlurmOptions,
             raise TopologyError(f"export.slurm.topologies: {spec.name}: nodeSelector {dict(spec.selector)} selects no "
                                 f"node{' with topology' if spec.plugin == 'block' else ''}{hint}")
         if spec.plugin == "tree":
-            entries.append(tree_entry(spec.name, spec.name == default, _switches(given, members, options.root)))
+            entries.append(Topology(spec.name, spec.name == default, "tree",
+                                    switches=_switches(given, members, options.root, options.stable)))
             continue
         block_list, sizes, _, found = _blocks(given, members, spec.block_level or options.block_level,
-                                              spec.block_sizes or options.block_sizes)
+                                              spec.block_sizes or options.block_sizes, options.stable)
         notes += [Problem(p.source, f"topology {spec.name}: {p.message}", p.node) for p in found]
-        entries.append(block_entry(spec.name, spec.name == default, block_list, sizes))
-    return topology_yaml(entries), notes
+        entries.append(Topology(spec.name, spec.name == default, "block", blocks=block_list, sizes=sizes))
+    return entries, notes
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=FORMATS, default="tree",
-                        help="tree or block: topology.conf for that plugin; yaml: topology.yaml with both, or with "
-                             "the named topologies of export.slurm.topologies in the config")
+def add_arguments(parser: argparse.ArgumentParser, formats: bool = True) -> None:
+    """The Slurm export's flags; without `formats` (an export that always writes topology.yaml) no --format."""
+    if formats:
+        parser.add_argument("--format", choices=FORMATS, default="tree",
+                            help="tree or block: topology.conf for that plugin; yaml: topology.yaml with both, or "
+                                 "with the named topologies of export.slurm.topologies in the config")
     parser.add_argument("--block-level", metavar="LEVEL",
                         help="the level whose domains are blocks (default: the coarsest with more than one domain)")
     parser.add_argument("--block-sizes", metavar="N,N,...", type=_sizes,
@@ -196,15 +231,21 @@ def _sizes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
+def options_from(cfg: Config, flags: Mapping[str, Any], **overrides: Any) -> SlurmOptions:
+    """The options of `add_arguments`' flags and the config's `export.slurm` section."""
     topologies = tuple(TopologySpec(t.name, t.plugin, dict(t.node_selector), t.cluster_default, t.block_level,
                                     tuple(t.block_sizes)) for t in cfg.export.slurm.topologies)
-    options = SlurmOptions(format=flags["format"], names=NameRule.parse(flags["slurm_name"], flags["strip_domain"]),
-                           block_level=flags["block_level"], block_sizes=flags["block_sizes"] or (),
-                           root=None if flags["no_root_switch"] else flags["root_switch"],
-                           yaml_default=flags["yaml_default"], trim_tiers=flags["trim_tiers"],
-                           no_topology=flags["no_topology"], topologies=topologies)
-    return export_slurm(snapshot, options, nodes)
+    fields = dict(format=flags.get("format", "tree"),
+                  names=NameRule.parse(flags["slurm_name"], flags["strip_domain"]),
+                  block_level=flags["block_level"], block_sizes=tuple(flags["block_sizes"] or ()),
+                  root=None if flags["no_root_switch"] else flags["root_switch"],
+                  yaml_default=flags["yaml_default"], trim_tiers=flags["trim_tiers"],
+                  no_topology=flags["no_topology"], topologies=topologies)
+    return SlurmOptions(**{**fields, **overrides})
+
+
+def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
+    return export_slurm(snapshot, options_from(cfg, flags), nodes)
 
 
 EXPORTER = Exporter("slurm", "topology.conf (tree or block) or topology.yaml", False, add_arguments, _export)

@@ -55,12 +55,13 @@ def blocks(forest: list[Domain], depth: int) -> list[Block]:
     return out
 
 
-def block_sizes(block_list: list[Block], requested: Iterable[int] = ()) -> list[int]:
-    """BlockSizes: the requested ones once checked, else the smallest block times 1, 2, 4... up to the count."""
+def block_sizes(block_list: list[Block], requested: Iterable[int] = (), counted: bool = True) -> list[int]:
+    """BlockSizes: the requested ones once checked, else the smallest block times 1, 2, 4... up to the count.
+    Without `counted` (blocks whose nodes join at run time) the base is not held against today's smallest block."""
     smallest = min(len(b.nodes) for b in block_list)
     sizes = list(requested)
     if sizes:
-        problem = block_sizes_problem(sizes, smallest)
+        problem = block_sizes_problem(sizes, smallest if counted else sizes[0])
         if problem:
             raise TopologyError(f"--block-sizes {','.join(map(str, sizes))}: {problem}")
         return sizes

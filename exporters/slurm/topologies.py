@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-import yaml
-
+from labeler.documents import dump_yaml
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
 
@@ -93,20 +92,48 @@ def default_name(specs: Sequence[TopologySpec]) -> str:
     return next((s.name for s in specs if s.default), specs[0].name)
 
 
-def tree_entry(name: str, default: bool, switch_list: list[Switch]) -> dict[str, Any]:
-    switches = [{"switch": s.name, **({"children": compress(s.switches)} if s.switches else
-                                      {"nodes": compress(s.nodes)})} for s in switch_list]
-    return {"topology": name, "cluster_default": default, "tree": {"switches": switches}}
+@dataclass
+class Topology:
+    """One entry of topology.yaml: a tree's switches, or blocks and their sizes, or flat."""
+
+    name: str
+    default: bool
+    plugin: str
+    switches: list[Switch] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+
+    def entry(self, skeleton: bool = False) -> dict[str, Any]:
+        """The entry as topology.yaml holds it; a `skeleton` lists switches and blocks without their nodes
+        (nodes join them at run time, by Slurm's dynamic topology)."""
+        head: dict[str, Any] = {"topology": self.name, "cluster_default": self.default}
+        if self.plugin == "flat":
+            return {**head, "flat": True}
+        if self.plugin == "tree":
+            return {**head, "tree": {"switches": [_switch(s, skeleton) for s in self.switches]}}
+        blocks = [{"block": b.name, **({} if skeleton else {"nodes": compress(b.nodes)})} for b in self.blocks]
+        return {**head, "block": {"block_sizes": self.sizes, "blocks": blocks}}
+
+    def units(self) -> dict[str, str]:
+        """Slurm node name -> its unit in this topology for a dynamic-topology registration: the block, or the
+        switches from the top to its leaf joined by ':' (none for flat)."""
+        if self.plugin == "block":
+            return {node: b.name for b in self.blocks for node in b.nodes}
+        parent = {child: s.name for s in self.switches for child in s.switches}
+        units = {}
+        for leaf in self.switches:
+            chain = [leaf.name]
+            while chain[-1] in parent:
+                chain.append(parent[chain[-1]])
+            units.update({node: ":".join(reversed(chain)) for node in leaf.nodes})
+        return units
 
 
-def block_entry(name: str, default: bool, block_list: list[Block], sizes: list[int]) -> dict[str, Any]:
-    blocks = [{"block": b.name, "nodes": compress(b.nodes)} for b in block_list]
-    return {"topology": name, "cluster_default": default, "block": {"block_sizes": sizes, "blocks": blocks}}
-
-
-def flat_entry(name: str, default: bool) -> dict[str, Any]:
-    return {"topology": name, "cluster_default": default, "flat": True}
+def _switch(switch: Switch, skeleton: bool) -> dict[str, Any]:
+    if switch.switches:
+        return {"switch": switch.name, "children": compress(switch.switches)}
+    return {"switch": switch.name} if skeleton else {"switch": switch.name, "nodes": compress(switch.nodes)}
 
 
 def topology_yaml(entries: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump(entries, sort_keys=False, default_flow_style=False, width=1 << 20)
+    return dump_yaml(entries, width=1 << 20)

@@ -33,12 +33,17 @@ def _simplify(domain: Domain) -> Domain:
     return Domain(domain.depth, domain.value, domain.nodes, children)
 
 
-def switches(forest: list[Domain], levels: tuple[Level, ...], root: str | None = "root") -> list[Switch]:
-    """Switches with children listed before their parents (so Slurm resolves them in one pass)."""
-    tops = [_simplify(d) for d in forest]
+def switches(forest: list[Domain], levels: tuple[Level, ...], root: str | None = "root",
+             stable: bool = False) -> list[Switch]:
+    """Switches with children listed before their parents (so Slurm resolves them in one pass).
+
+    `stable`: one switch per domain and every name `<level>-<value>`, so a node joining or leaving a domain
+    that stays changes no switch (the merges and the bare names depend on how many nodes a domain holds).
+    """
+    tops = forest if stable else [_simplify(d) for d in forest]
     domains = [d for top in tops for d in top.walk()]
     seen = Counter(d.value for d in domains)
-    names = {id(d): _switch_name(d, levels, seen[d.value] > 1) for d in domains}
+    names = {id(d): _switch_name(d, levels, stable or seen[d.value] > 1) for d in domains}
     if root and len(tops) > 1:
         if UNSAFE.search(root) or not 0 < len(root) <= MAX_SWITCH_NAME:
             raise TopologyError(f"root switch name {root!r} must be 1-{MAX_SWITCH_NAME} characters without "

@@ -1,24 +1,32 @@
 """The topology as people look at it: per flavor, domains per level with free and total accelerators.
 
 The numbers come from the same tree `fit` uses (the flavor's Ready, schedulable, labelled nodes), so what
-`show` draws is what Kueue can place into. Domain values are often long hashes (GKE's block ids); each
-domain gets a short name that is unique among its siblings, and keeps its full value and node names.
-A level where every domain holds one node (a `host` level, the hostname) repeats the node list, so the
-default view stops above it.
+`show` draws is what Kueue can place into. Domain values are the source's names (a switch, a rack), or
+long hashes (GKE's block ids). Each domain gets a display name unique among its siblings: its value when
+short, else the value shortened in the middle; a hash whose nodes share a name prefix no sibling's nodes
+share is named by that prefix (`gke-a4-b01-*`), which says which nodes it holds. Siblings are in natural
+order of those names (b2 before b10). A level where every domain holds one node (a `host` level, the
+hostname) repeats the node list, so the default view stops above it.
+
+Nodes with a NoSchedule or NoExecute taint the flavor does not tolerate (fabric health's isolation taint, a
+cordon by taint) are counted and marked; as in Kueue, which checks taints per node when the hostname is the
+lowest level, their capacity is then not free. Nodes whose FabricHealthy condition is False (topolabel, or
+another tool, isolated them) are marked too.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from rich.markup import escape
-from rich.tree import Tree
+from labeler.display import elide, natural_key
 
 from .tree import Domain, Exclusions, Leaf, TASTree
 
-SHORT = 12  # characters of a long value kept in its short name
+SHORT = 9  # characters a shortened value starts at (`30e6…c2f1`), grown until unique among its siblings
 KEEP = 24  # values up to this long (node names, readable domain names) are shown whole
+_HASH = re.compile(r"^[0-9a-f]{12,}$|^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$")
 
 
 @dataclass
@@ -34,6 +42,9 @@ class DomainView:
     name: str = ""
     node_names: list[str] = field(default_factory=list)
     placed: int = 0
+    idle: int = 0  # nodes with all of the resource free
+    tainted: int = 0  # nodes with an untolerated NoSchedule/NoExecute taint
+    isolated: int = 0  # nodes whose FabricHealthy condition is False
 
     def __post_init__(self) -> None:
         self.name = self.name or self.value
@@ -41,7 +52,8 @@ class DomainView:
     def to_dict(self) -> dict[str, Any]:
         """The `-o json` form (by hand: `dataclasses.asdict` takes seconds on 10,000 nodes)."""
         return {"level": self.level, "value": self.value, "name": self.name, "nodes": self.nodes, "free": self.free,
-                "total": self.total, "placed": self.placed, "node_names": self.node_names,
+                "total": self.total, "idle": self.idle, "placed": self.placed, "tainted": self.tainted,
+                "isolated": self.isolated, "node_names": self.node_names,
                 "children": [c.to_dict() for c in self.children]}
 
     @property
@@ -76,38 +88,80 @@ def _leaves(domain: Domain) -> Iterable[Leaf]:
 
 
 def short_names(values: Sequence[str]) -> dict[str, str]:
-    """Each value, or its first characters and an ellipsis when long, grown until unique among `values`."""
-    out: dict[str, str] = {}
-    for value in values:
-        if len(value) <= KEEP:
-            out[value] = value
+    """Each value, or when long, shortened in the middle, grown until unique among `values`."""
+    out: dict[str, str] = {v: v for v in values if len(v) <= KEEP}
     long = [v for v in values if v not in out]
     size = SHORT
     while long:
-        cut = {v: v[:size] + "…" for v in long}
-        clash = {c for c in cut.values() if list(cut.values()).count(c) > 1 or c in out.values()}
+        cut = {v: elide(v, size) for v in long}
+        taken = list(cut.values())
         for v, c in cut.items():
-            if c not in clash:
+            if taken.count(c) == 1 and c not in out.values():
                 out[v] = c
         long = [v for v in long if v not in out]
-        size += 4
+        size += 2
     return out
 
 
-def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int]) -> DomainView:
+def node_prefix(names: Sequence[str]) -> str:
+    """The '-'-separated prefix every name shares (`gke-a4-b01-` for gke-a4-b01-s00-n000 ... s01-n007)."""
+    if not names:
+        return ""
+    first, last = min(names), max(names)
+    common = 0
+    while common < min(len(first), len(last)) and first[common] == last[common]:
+        common += 1
+    return first[:first.rfind("-", 0, common) + 1]
+
+
+def display_names(views: Sequence["DomainView"]) -> dict[str, str]:
+    """Sibling domains' display names: `short_names`, except that hash values are named by the node-name
+    prefix their nodes share when it is longer than what all the siblings share and no sibling's node
+    starts with it."""
+    names = short_names([v.value for v in views])
+    if len(views) < 2:
+        return names
+    everyone = node_prefix([n for v in views for n in v.node_names[:1] + v.node_names[-1:]])
+    for view in views:
+        prefix = node_prefix(view.node_names)
+        if not _HASH.match(view.value) or len(prefix) <= len(everyone):
+            continue
+        if not any(n.startswith(prefix) for other in views if other is not view for n in other.node_names):
+            names[view.value] = prefix + "*"
+    return names
+
+
+@dataclass(frozen=True)
+class Marks:
+    """Nodes to mark: with an untolerated NoSchedule/NoExecute taint, and fabric-isolated (condition False)."""
+
+    tainted: frozenset[str] = frozenset()
+    isolated: frozenset[str] = frozenset()
+
+
+def _view(domain: Domain, tree: TASTree, resource: str, placed: Mapping[str, int], marks: Marks) -> DomainView:
     leaves = list(_leaves(domain))
     level = len(domain.values) - 1
+    blocked = marks.tainted if tree.hostname_lowest else frozenset()  # Kueue's per-node taint check
     view = DomainView(tree.keys[level], domain.values[-1], sum(lf.node_count for lf in leaves),
-                      sum(max(lf.free.get(resource, 0), 0) for lf in leaves),
+                      sum(max(lf.free.get(resource, 0), 0) for lf in leaves if lf.id not in blocked),
                       sum(lf.total.get(resource, 0) for lf in leaves))
     view.node_names = sorted(name for lf in leaves for name in lf.node_names)
     view.placed = sum(placed.get(lf.id, 0) for lf in leaves)
-    children = sorted(domain.children, key=lambda d: d.values)
-    names = short_names([c.values[-1] for c in children])
-    view.children = [_view(c, tree, resource, placed) for c in children]
-    for child in view.children:
-        child.name = names[child.value]
+    view.idle = sum(lf.node_count for lf in leaves if lf.total.get(resource, 0) and lf.id not in blocked and
+                    lf.free.get(resource, 0) >= lf.total.get(resource, 0))
+    view.tainted = sum(1 for n in view.node_names if n in marks.tainted)
+    view.isolated = sum(1 for n in view.node_names if n in marks.isolated)
+    view.children = _named([_view(c, tree, resource, placed, marks) for c in domain.children])
     return view
+
+
+def _named(views: list[DomainView]) -> list[DomainView]:
+    """Sibling views with their display names, in natural order of those names."""
+    names = display_names(views)
+    for view in views:
+        view.name = names[view.value]
+    return sorted(views, key=lambda v: (natural_key(v.name), v.value))
 
 
 def default_depth(tree: TASTree) -> int:
@@ -119,14 +173,10 @@ def default_depth(tree: TASTree) -> int:
 
 
 def flavor_view(flavor: str, topology: str, tree: TASTree, resource: str, depth: int | None = None,
-                placed: Mapping[str, int] | None = None) -> FlavorView:
+                placed: Mapping[str, int] | None = None, marks: Marks = Marks()) -> FlavorView:
     """The flavor's domains, full depth (the leaves); `depth` says how many levels a picture shows."""
     placed = placed or {}
-    roots = sorted(tree.roots, key=lambda d: d.values)
-    names = short_names([r.values[-1] for r in roots])
-    views = [_view(r, tree, resource, placed) for r in roots]
-    for view in views:
-        view.name = names[view.value]
+    views = _named([_view(r, tree, resource, placed, marks) for r in tree.roots])
     shown = default_depth(tree) if depth is None else max(1, min(depth, len(tree.keys)))
     return FlavorView(flavor, topology, tree.keys, resource, views, shown, tree.excluded,
                       sum(v.placed for v in views))
@@ -156,34 +206,46 @@ def node_span(names: Sequence[str]) -> str:
     return f"{first} … {last[cut:]}"
 
 
-def _label(view: DomainView, resource: str) -> str:
-    share = view.free / view.total if view.total else 0
-    colour = "green" if share >= 0.5 else "yellow" if share > 0 else "red"
-    unit = short_level(resource)
-    text = (f"[dim]{escape(short_level(view.level))}[/] [bold]{escape(view.name)}[/]  "
-            f"[{colour}]{view.free}/{view.total} {escape(unit)} free[/]  [dim]{view.nodes} node(s)")
-    names = ", ".join(view.node_names) if view.nodes <= 3 else node_span(view.node_names)
-    text += f": {escape(names)}[/]"
-    if view.placed:
-        text += f"  [bold cyan]<- {view.placed} pod(s) of the job[/]"
-    return text
+def _numbers(view: DomainView, resource: str) -> str:
+    text = f"{view.free}/{view.total} {short_level(resource)} free  {view.idle}/{view.nodes} nodes free"
+    text += marks_text(view)
+    return text + (f"  <- {view.placed} pod(s) of the job" if view.placed else "")
 
 
-def rich_tree(fv: FlavorView) -> Tree:
-    """The flavor's tree down to its display depth, each domain with free/total and its node names."""
+def marks_text(view: DomainView) -> str:
+    """`  2 tainted (no TAS capacity), 1 fabric-isolated`, or nothing."""
+    parts = [f"{view.tainted} tainted (no TAS capacity)" if view.tainted else "",
+             f"{view.isolated} fabric-isolated" if view.isolated else ""]
+    text = ", ".join(p for p in parts if p)
+    return f"  {text}" if text else ""
+
+
+def text_tree(fv: FlavorView, width: int, wide: bool = False) -> list[str]:
+    """The flavor's tree down to its display depth as lines of at most `width` characters (any with `wide`):
+    each domain with free/total and its node count; its node names after it when the line has room, else
+    on a line of their own beneath it, else (too narrow for them whole) left out. The first line is the
+    flavor's headline, for the caller to wrap."""
     nodes, free, total = fv.totals
-    title = (f"[bold]flavor {escape(fv.flavor)}[/] (Topology {escape(fv.topology)}): {nodes} node(s), "
-             f"{free}/{total} {escape(short_level(fv.resource))} free")
-    if fv.placed:
-        title += f"  [bold cyan]job: {fv.placed} pod(s) here[/]"
-    root = Tree(title)
+    lines = [f"flavor {fv.flavor} (Topology {fv.topology}): {nodes} node(s), {free}/{total} "
+             f"{short_level(fv.resource)} free" + (f"  job: {fv.placed} pod(s) here" if fv.placed else "")]
 
-    def add(parent: Tree, view: DomainView, level: int) -> None:
-        branch = parent.add(_label(view, fv.resource))
+    def add(view: DomainView, level: int, lead: str, last: bool) -> None:
+        branch, under = ("└── ", "    ") if last else ("├── ", "│   ")
+        head = f"{lead}{branch}{short_level(view.level)} {view.value if wide else view.name}  {_numbers(view, fv.resource)}"
+        span = ", ".join(view.node_names) if view.nodes <= 3 else node_span(view.node_names)
+        if view.name.endswith("*") and not wide:  # named by its nodes' prefix: the range says little more
+            lines.append(head)
+        elif wide or len(head) + 2 + len(span) <= width:
+            lines.append(f"{head}: {span}")
+        else:
+            lines.append(head)
+            beneath = f"{lead}{under}{'│   ' if level + 1 < fv.depth and view.children else '    '}{span}"
+            if len(beneath) <= width:
+                lines.append(beneath.rstrip())
         if level + 1 < fv.depth:
-            for child in view.children:
-                add(branch, child, level + 1)
+            for i, child in enumerate(view.children):
+                add(child, level + 1, lead + under, i == len(view.children) - 1)
 
-    for view in fv.domains:
-        add(root, view, 0)
-    return root
+    for i, view in enumerate(fv.domains):
+        add(view, 0, "", i == len(fv.domains) - 1)
+    return lines

@@ -9,10 +9,12 @@ types (`block`) into the node label key Kueue wants in the annotation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.documents import mapping, sequence, string_map, text
+from labeler.documents import load_all, mapping, sequence, string_map, text
 from labeler.errors import InputError, TopologyError
+from labeler.files import read_text
 from labeler.model import Level
 from labeler.names import HOSTNAME
 
@@ -185,3 +187,15 @@ def resolve_level(level: str, keys: Sequence[str] | None, known: Iterable[Level]
 
 def _name_of(key: str, names: Mapping[str, str]) -> str:
     return next((n for n, k in names.items() if k == key and n not in HOSTNAME_NAMES), key)
+
+
+def read_kueue_objects(path: str) -> list[dict[str, Any]]:
+    """Every object in a directory of YAML files, or in one multi-document file."""
+    target = Path(path)
+    try:
+        files = sorted([*target.glob("*.yaml"), *target.glob("*.yml")]) if target.is_dir() else [target]
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not files or not all(f.is_file() for f in files):
+        raise TopologyError(f"{path}: no YAML files (run `topolabel kueue --output-dir {path}` first)")
+    return [doc for file in files for doc in load_all(read_text(file), str(file)) if isinstance(doc, dict)]

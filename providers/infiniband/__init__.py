@@ -10,10 +10,8 @@ fabric is a problem. See docs/infiniband.md.
 from __future__ import annotations
 
 import argparse
-import re
 from typing import Any
 
-from labeler.documents import read_document
 from labeler.errors import InputError, SourceError
 from labeler.files import read_text
 from labeler.model import Discovery
@@ -44,16 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--run", dest="run_ibnetdiscover", action="store_true", default=None, help="run ibnetdiscover on this host instead")
     group.add_argument("--ib-ca", metavar="DEVICE", help="with --run: the HCA to discover from (ibnetdiscover -C)")
     group.add_argument("--ib-timeout", type=float, metavar="SECONDS", help="with --run: give up after this long (default 60)")
-    group.add_argument("--guid-map", metavar="FILE", help="YAML/JSON: node -> HCA GUIDs ([mlx5_0=]0x...), for HCAs without a host in their description")
     group.add_argument("--node-name-map", metavar="FILE", help="ibnetdiscover/OpenSM node-name-map: 0xGUID \"name\" per line")
-    group.add_argument("--hca-pattern", metavar="REGEX", help="use only HCAs whose device name matches, e.g. 'mlx5_[0-7]' (default: all)")
+    options.add_fabric_arguments(parser, NAME)
 
 
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(options.InfinibandOptions, ctx)
-    from .hosts import GuidMap, add_annotations, guid_map_from  # the parser and placement load only when it runs
+    from .locate import locate  # the parser and placement load only when it runs
     from .parse import parse_ibnetdiscover, parse_node_name_map
-    from .place import Request, place
 
     names = parse_node_name_map(_read_text(opts.node_name_map), opts.node_name_map) if opts.node_name_map else None
     notices: list[str] = []
@@ -72,18 +68,7 @@ def discover(ctx: SourceContext) -> Discovery:
     else:
         origin = opts.ibnetdiscover or "-"
         fabric = parse_ibnetdiscover(_read_text(origin), origin, names)
-    guids = GuidMap()
-    if opts.guid_map:
-        try:
-            guids = guid_map_from(read_document(opts.guid_map), opts.guid_map)
-        except InputError as exc:
-            raise SourceError(str(exc)) from None
-    add_annotations(guids, ctx.nodes, opts.guid_annotation)
-    pattern = re.compile(opts.hca_pattern) if opts.hca_pattern else None
-    found = place(fabric, Request(ctx.nodes, guids, pattern, origin))
-    for message in notices:
-        found.problem(message)
-    return found
+    return locate(fabric, opts, ctx, origin, NAME, notices)
 
 
 def _published_fabric(opts: options.InfinibandOptions, ctx: SourceContext,
@@ -94,10 +79,11 @@ def _published_fabric(opts: options.InfinibandOptions, ctx: SourceContext,
     if ctx.cluster is None:
         raise SourceError("infiniband: --ib-fabric reads the fabric published in the cluster; give --kubeconfig")
     assert opts.ib_fabric is not None
-    fabric, origin, notices = read_fabric_from(ctx.cluster(), opts.ib_namespace, opts.ib_fabric, opts.ib_max_age)
+    found = read_fabric_from(ctx.cluster(), opts.ib_namespace, opts.ib_fabric, opts.ib_max_age)
+    fabric = found.fabric
     if names:
         fabric.descs = [names.get(guid, desc) for guid, desc in zip(fabric.guids, fabric.descs)]
-    return fabric, origin, [f"{origin}: {n}" for n in notices]
+    return fabric, found.origin, [f"{found.origin}: {n}" for n in found.notices]
 
 
 def _read_text(path: str) -> str:

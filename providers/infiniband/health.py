@@ -9,6 +9,7 @@ tier in its block.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import gt, itemgetter
 from typing import Mapping
@@ -109,12 +110,22 @@ def _below(rate: tuple[int | None, str | None], width: int, speed: str) -> bool:
     return narrow or (rate[1] is not None and SPEEDS.index(rate[1]) < SPEEDS.index(speed))
 
 
-def missing_uplinks(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int],
-                    names: Mapping[int, str], block_names: Mapping[int, str]) -> list[str]:
-    """Uplink ports that more than half of a switch's peers (same tier, same block) have cabled and it has not.
+@dataclass(frozen=True)
+class UplinkGap:
+    """Uplink ports more than half of a switch's peers (same tier, same block) have cabled and it has not
+    (switch and block are fabric nodes)."""
 
-    Only uplinks are checked, so each missing cable is reported once, at its lower end.
-    """
+    switch: int
+    rank: int
+    block: int | None
+    missing: tuple[int, ...]
+    expected: int  # uplink ports a switch of this group is expected to have cabled
+    usage: Mapping[int, int]  # port -> peers with an uplink on it
+    peers: int
+
+
+def uplink_gaps(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int], names: Mapping[int, str]) -> list[UplinkGap]:
+    """Every leaf and spine short of the uplinks its peers have, by tier and block, then by name."""
     groups: dict[tuple[int, int | None], list[int]] = defaultdict(list)
     for switch in tiers.leaves | tiers.spines:
         groups[(tiers.rank(switch), block_of.get(switch))].append(switch)
@@ -130,12 +141,24 @@ def missing_uplinks(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int],
         expected = {port for port, count in usage.items() if count * 2 > len(members)}
         if all(expected <= fabric.ports[s].keys() for s in members):
             continue  # the usual case: nothing missing
-        where = f"block {block_names[block]}" if block in block_names else "the fabric"
         for switch in sorted(members, key=lambda s: names.get(s, "")):
-            for port in sorted(expected - fabric.ports[switch].keys()):
-                found.append(f"{tiers.name(switch)} {names.get(switch, f'0x{guid(switch):016x}')} port {port}: no "
-                             f"link, but {usage[port]} of {len(members)} {_PLURAL[rank]} in {where} have an uplink "
-                             "on this port (cable missing or down)")
+            missing = tuple(sorted(expected - fabric.ports[switch].keys()))
+            if missing:
+                found.append(UplinkGap(switch, rank, block, missing, len(expected), usage, len(members)))
+    return found
+
+
+def missing_uplinks(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int],
+                    names: Mapping[int, str], block_names: Mapping[int, str]) -> list[str]:
+    """One message per uplink port missing (`uplink_gaps`); only uplinks are checked, so each missing cable is
+    reported once, at its lower end."""
+    found = []
+    for gap in uplink_gaps(fabric, tiers, block_of, names):
+        where = f"block {block_names[gap.block]}" if gap.block in block_names else "the fabric"
+        name = names.get(gap.switch, f"0x{fabric.guids[gap.switch]:016x}")
+        for port in gap.missing:
+            found.append(f"{tiers.name(gap.switch)} {name} port {port}: no link, but {gap.usage[port]} of {gap.peers} "
+                         f"{_PLURAL[gap.rank]} in {where} have an uplink on this port (cable missing or down)")
     return found
 
 

@@ -22,7 +22,7 @@ from .fabric import Fabric
 from .health import missing_uplinks, slow_links
 from .hosts import GuidMap, Hcas, assign_owners, host_hcas, links, name_resolver
 from .names import natural_key, switch_names, unique_names
-from .tiers import LeafGroups, Tiers, blocks, classify, leaf_groups_of, with_empty_leaves
+from .tiers import Blocks, LeafGroups, Tiers, blocks, classify, leaf_groups_of, with_empty_leaves
 
 NAME = "infiniband"
 MAX_LISTED = 20  # fabric hosts named in the notice about hosts outside the cluster
@@ -31,29 +31,54 @@ MAP_HINT = f"map its GUID with --guid-map, --node-name-map or the {ANNOTATION} n
 
 @dataclass(frozen=True)
 class Request:
-    """What to place: Kubernetes nodes (empty: every host in the fabric), GUIDs, and which HCAs count."""
+    """What to place: Kubernetes nodes (empty: every host in the fabric), GUIDs, which HCAs count, and who read
+    the fabric from where."""
 
     nodes: Sequence[Node] = ()
     guids: GuidMap | None = None
     pattern: re.Pattern | None = None
     origin: str = "ibnetdiscover"
+    source: str = NAME
 
 
-@paused_gc()
-def place(fabric: Fabric, request: Request) -> Discovery:
+@dataclass
+class Survey:
+    """The fabric read as a fat tree: host HCAs and their owners, switch tiers and names, leaf groups, blocks."""
+
+    hcas: Hcas
+    aggregation: int  # SHARP aggregation nodes left out
+    notices: list[str]  # owner conflicts between descriptions and the GUID map
+    tiers: Tiers
+    names: dict[int, str]  # switch node -> readable name
+    host_of: dict[int, str]  # HCA node -> host, for the HCAs with a host that the request counts (GUID order)
+    groups: LeafGroups
+    blocks: Blocks
+
+
+def survey(fabric: Fabric, request: Request) -> Survey:
+    """Tiers, leaf groups and blocks from every host in the fabric, requested or not, so a leaf whose hosts
+    were not asked for stays a leaf."""
     hcas, aggregation = host_hcas(fabric)
     if "switch" not in fabric.kinds:
         raise SourceError(_no_switches(request.origin, hcas))
-    guids = request.guids or GuidMap()
-    notices = assign_owners(hcas, fabric, guids, name_resolver(request.nodes))
+    notices = assign_owners(hcas, fabric, request.guids or GuidMap(), name_resolver(request.nodes))
     tiers = classify(fabric, hcas.nodes)
     names = switch_names({node: fabric.descs[node] for node, kind in enumerate(fabric.kinds) if kind == "switch"},
                          fabric.guids)
     host_of = hcas.counted(request.pattern)
     groups = leaf_groups_of(fabric, tiers.leaves, host_of)
     found_blocks = blocks(fabric, tiers, groups)
+    tiers = with_empty_leaves(fabric, tiers, found_blocks.of)
+    return Survey(hcas, aggregation, notices, tiers, names, host_of, groups, found_blocks)
+
+
+@paused_gc()
+def place(fabric: Fabric, request: Request) -> Discovery:
+    seen = survey(fabric, request)
+    hcas, aggregation, notices, tiers, names = seen.hcas, seen.aggregation, seen.notices, seen.tiers, seen.names
+    host_of, groups, found_blocks = seen.host_of, seen.groups, seen.blocks
+    guids = request.guids or GuidMap()
     block_of = found_blocks.of
-    tiers = with_empty_leaves(fabric, tiers, block_of)
     leaf_blocks = {block_of[leaf] for leaf in tiers.leaves}
     three_level = bool(tiers.cores) and len(leaf_blocks) > 1
     key = fabric.guids.__getitem__
@@ -61,7 +86,7 @@ def place(fabric: Fabric, request: Request) -> Discovery:
     group_name = {g: group_names[str(key(g))] for g in groups.members}
     block_names = _block_names(block_of, tiers, names, key) if three_level else {}
 
-    found = Discovery(NAME, ("block", "leafgroup") if three_level else ("leafgroup",))
+    found = Discovery(request.source, ("block", "leafgroup") if three_level else ("leafgroup",))
     found.problem(_shape(tiers, leaf_blocks, three_level, groups, hcas, host_of, aggregation))
     for message in notices:
         found.problem(message)
@@ -153,7 +178,7 @@ def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], 
     for group, count in sorted(groups.merged.items(), key=lambda item: key(item[0])):
         found.problem(f"leafgroup {group_name[group]} joins {count} different leaf sets that share leaves "
                       "(HCAs on another network, e.g. storage, in the same fabric?); select the compute HCAs "
-                      "with --hca-pattern")
+                      "with --hca-pattern, or leave the storage switches out with --ib-exclude")
     for host, per_group in sorted(groups.split.items()):
         if wanted is not None and host not in wanted:
             continue

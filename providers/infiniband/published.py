@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime
 import json
 import lzma
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -33,12 +34,15 @@ from labeler.kube import api_error
 from labeler.shards import list_manifests, read_published
 
 from .fabric import Fabric
+from .queryerrors import PortErrors
 
 FORMAT = "topolabel.dev/ib-fabric/v1"
 FABRIC_LABEL = "topolabel.dev/ib-fabric"  # on each fabric's manifest ConfigMap; its value is the fabric's name
 PREFIX = "topolabel-ib-"
 ANY = "*"  # --ib-fabric without a name: the only fabric published
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+PORT_ERRORS, ERRORS_AT = "portErrors", "errorsAt"  # the collector's ibqueryerrors increases, in the manifest
+MAX_ERROR_PORTS = 1000
 MAX_UNPACKED = 512 << 20  # a 100,000-HCA fabric unpacks to about 20 MB
 _KIND_LETTER = {"switch": "S", "ca": "H", "router": "R"}
 _LETTER_KIND = {v: k for k, v in _KIND_LETTER.items()}
@@ -135,11 +139,21 @@ def object_name(fabric: str) -> str:
     return PREFIX + fabric
 
 
+@dataclass(frozen=True)
+class Published:
+    """A published fabric, where it came from (for messages), the collector's notices, and its manifest's other
+    keys (`portErrors`)."""
+
+    fabric: Fabric
+    origin: str
+    notices: list[str]
+    info: dict[str, str]
+
+
 def read_fabric_from(api: Any, namespace: str, fabric: str, max_age: float,
-                     now: datetime.datetime | None = None) -> tuple[Fabric, str, list[str]]:
-    """The published fabric `fabric` (`*`: the only one published), where it came from (for messages), and
-    the collector's notices. Missing, or not rediscovered for longer than `max_age` seconds, is
-    a `StaleInput` that says how old it is."""
+                     now: datetime.datetime | None = None) -> Published:
+    """The published fabric `fabric` (`*`: the only one published). Missing, or not rediscovered for longer
+    than `max_age` seconds, is a `StaleInput` that says how old it is."""
     name = fabric if fabric != ANY else _only_fabric(api, namespace)
     try:
         found = read_published(api, namespace, object_name(name))
@@ -166,7 +180,32 @@ def read_fabric_from(api: Any, namespace: str, fabric: str, max_age: float,
     except (ValueError, RecursionError):
         notices = []
     notices = [str(n)[:500] for n in notices] if isinstance(notices, list) else []
-    return found_fabric, origin, notices
+    return Published(found_fabric, origin, notices, dict(info))
+
+
+def encode_errors(increases: PortErrors, window: float) -> str:
+    """The manifest's `portErrors`: counter increases per port within the collector's last interval (only
+    ports whose counters rose, at most MAX_ERROR_PORTS, those with the most first)."""
+    ranked = sorted(increases.items(), key=lambda kv: (-sum(kv[1].values()), kv[0]))[:MAX_ERROR_PORTS]
+    return json.dumps({"window": int(window), "ports": [[f"{g:016x}", p, dict(sorted(c.items()))]
+                                                        for (g, p), c in sorted(ranked)]}, separators=(",", ":"))
+
+
+def decode_errors(info: dict[str, str], origin: str) -> tuple[PortErrors, float] | None:
+    """The counter increases a manifest carries and when they were read; None when it carries none."""
+    text, at = info.get(PORT_ERRORS), info.get(ERRORS_AT)
+    if not text or not at:
+        return None
+    try:
+        doc = json.loads(text)
+        out: PortErrors = {}
+        for guid, port, counters in doc["ports"][:MAX_ERROR_PORTS]:
+            if type(port) is not int or not all(isinstance(k, str) and type(v) is int for k, v in counters.items()):
+                raise ValueError("a port entry has the wrong types")
+            out[(int(guid, 16), port)] = dict(counters)
+    except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:
+        raise SourceError(f"{origin}: {PORT_ERRORS}: {str(exc)[:200]}") from None
+    return out, _parse_time(at, origin).timestamp()
 
 
 def _published(api: Any, namespace: str) -> list[str]:

@@ -5,6 +5,10 @@ Per device: `node_guid` (`e09d:7303:0085:8d88`), `node_type` (`1: CA`), and per 
 and `gids/0`, whose upper half is the subnet prefix and lower half the port GUID
 (`fe80:0000:0000:0000:e09d:7303:0085:8d89`). Entries under class/infiniband are symlinks into
 /sys/devices; they are read through the links as the kernel lays them out.
+
+For fabric health (`read_port_health`) also `phys_state` (`5: LinkUp`), `rate` (`400 Gb/sec (4X NDR)`) and the
+error counters under `counters/` (`link_downed`, `symbol_error`, ...: what the port's PMA counts, since boot or
+the last clear).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from labeler.errors import InputError, SourceError
 
@@ -96,6 +101,43 @@ def _read(path: Path, default: str | None = None) -> str:
 def _leading_int(text: str) -> int:
     """`4: ACTIVE` -> 4."""
     return int(text.split(":", 1)[0].strip())
+
+
+@dataclass(frozen=True)
+class PortHealth:
+    """An InfiniBand port as fabric health reads it: states, rate (Gb/s, 0 when unknown) and error counters."""
+
+    device: str
+    port: int
+    state: int
+    phys_state: int  # 5 LinkUp; 2 Polling and 3 Disabled are a link down
+    rate: float
+    counters: dict[str, int]
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}/{self.port}"
+
+
+def read_port_health(sysfs: str | Path, counters: Iterable[str]) -> list[PortHealth]:
+    """The InfiniBand ports of this host's HCAs, with the named counters (those the kernel lacks are left out)."""
+    wanted = tuple(counters)
+    root = Path(sysfs) / "class" / "infiniband"
+    out = []
+    for device in read_devices(sysfs):
+        for port in device.ports if device.infiniband else ():
+            if port.link_layer != INFINIBAND:
+                continue
+            path = root / device.name / "ports" / str(port.number)
+            try:
+                rate = re.match(r"\s*([0-9.]+)", _read(path / "rate", "0"))
+                values = {name: int(text) for name in wanted if (text := _read(path / "counters" / name, ""))}
+                out.append(PortHealth(device.name, port.number, port.state,
+                                      _leading_int(_read(path / "phys_state", "0: unknown")),
+                                      float(rate.group(1)) if rate else 0.0, values))
+            except (OSError, ValueError) as exc:
+                raise SourceError(f"{path}: cannot read the port: {exc}") from None
+    return out
 
 
 def guid_entries(devices: list[Device]) -> str | None:

@@ -15,7 +15,9 @@ COMMANDS = {
     "job": "annotate or check a job for Kueue Topology-Aware Scheduling",
     "fit": "would Kueue TAS admit this job now, in which domains",
     "show": "draw each flavor's topology with free/total GPUs per domain (terminal or SVG)",
+    "health": "which nodes fabric health would take out of placement, and why",
     "export": "the topology for Slurm (topology.conf/.yaml), Volcano or KAI",
     "config": "print the config's JSON Schema, or check config files",
     "completion": "print a shell completion script (bash, zsh, fish)",
+    "help": "a command's help, or `help sources`: the sources and label presets",
 }

@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from labeler.errors import TopologyError
+from labeler.isolation import COUNTERS
 from labeler.kube import call_with_retries, patch_node
 from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION, read_clique
 from providers.infiniband import ANNOTATION as IB_ANNOTATION, DEFAULT_NAMESPACE
+from providers.infiniband.portrecord import ANNOTATION as PORT_ANNOTATION
 from providers.infiniband.sysfs import guid_entries, read_devices
 from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 
-from ..agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
+from ..agent import Agent, PortWatch, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
 from ..ibcollector import Collector, Settings, parse_fabric_names, run as run_collector
 from . import COMMANDS
 from .common import add_timeouts, connect
@@ -30,6 +32,7 @@ EXAMPLES = """examples:
   topolabel agent --lldp-socket /run/topolabel/lldpd.socket  # the DaemonSet's loop (manifests/agent)
   topolabel agent --once --print > facts/$(hostname).json    # offline: a file for --lldp-dir
   topolabel agent --nvlink --infiniband                      # also the NVLink domain and the HCA GUIDs
+  topolabel agent --no-lldp --infiniband --ib-health         # the HCA GUIDs and the ports' health
   topolabel agent --ib-collector --ib-fabric 'compute=^mlx5_[0-7]$' --ib-fabric 'storage=^mlx5_(8|9)$'
 """
 
@@ -49,6 +52,9 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     parser.add_argument("--nvidia-smi", default="nvidia-smi", metavar="PATH", help="nvidia-smi to run")
     parser.add_argument("--infiniband", action="store_true",
                         help=f"publish this node's InfiniBand HCA GUIDs (sysfs) as {IB_ANNOTATION}")
+    parser.add_argument("--ib-health", action="store_true",
+                        help=f"publish this node's InfiniBand ports (states, rates, error counter increases per round) "
+                             f"as {PORT_ANNOTATION}, for fabric health (docs/health.md)")
     parser.add_argument("--sysfs", default="/sys", metavar="PATH", help="where sysfs is mounted (default: /sys)")
     collector = parser.add_argument_group("InfiniBand fabric collector (--ib-collector; docs/infiniband.md)")
     collector.add_argument("--ib-collector", action="store_true",
@@ -63,7 +69,11 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
                            help="a dead collector's fabric is taken over after this long (default: 30)")
     collector.add_argument("--ibnetdiscover", default="ibnetdiscover", metavar="PATH", help="ibnetdiscover to run")
     collector.add_argument("--ib-timeout", type=float, default=120.0, metavar="SECONDS",
-                           help="give ibnetdiscover this long (default: 120)")
+                           help="give ibnetdiscover (and ibqueryerrors) this long (default: 120)")
+    collector.add_argument("--ib-errors", action="store_true",
+                           help="also run ibqueryerrors and publish how much each port's error counters rose since "
+                                "the last run, for fabric health (needs a subnet manager: the PMA is reached by LID)")
+    collector.add_argument("--ibqueryerrors", default="ibqueryerrors", metavar="PATH", help="ibqueryerrors to run")
     parser.add_argument("--interval", type=float, default=300.0, metavar="SECONDS",
                         help="seconds between rounds (default: 300)")
     parser.add_argument("--resync", type=float, default=3600.0, metavar="SECONDS",
@@ -89,8 +99,10 @@ def run(args: argparse.Namespace) -> int:
         collectors[CLIQUE_ANNOTATION] = lambda: read_clique(args.nvidia_smi)
     if args.infiniband:
         collectors[IB_ANNOTATION] = lambda: guid_entries(read_devices(args.sysfs))
+    if args.ib_health:
+        collectors[PORT_ANNOTATION] = PortWatch(args.sysfs, list(COUNTERS))
     if not collectors:
-        raise TopologyError("nothing to publish: --no-lldp needs --nvlink or --infiniband")
+        raise TopologyError("nothing to publish: --no-lldp needs --nvlink, --infiniband or --ib-health")
 
     def collect() -> dict[str, str | None]:
         return {key: read() for key, read in collectors.items()}
@@ -119,15 +131,17 @@ def node_name(args: argparse.Namespace) -> str:
 
 def run_ib_collector(args: argparse.Namespace) -> int:
     """The collector's loop until SIGTERM (or Ctrl-C), which hands its leases over on the way out."""
-    if args.once or args.print_only or args.nvlink or args.infiniband:
-        raise TopologyError("--ib-collector runs alone until stopped: not with --once, --print, --nvlink or --infiniband")
+    if args.once or args.print_only or args.nvlink or args.infiniband or args.ib_health:
+        raise TopologyError("--ib-collector runs alone until stopped: not with --once, --print, --nvlink, "
+                            "--infiniband or --ib-health")
     if args.lease_duration < 3 or args.ib_timeout <= 0:
         raise TopologyError("--lease-duration must be at least 3 seconds and --ib-timeout positive")
     node = node_name(args)
     settings = Settings(namespace=args.namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE, node=node,
                         identity=os.environ.get("POD_NAME") or f"{node}-{socket.gethostname()}-{os.getpid()}",
                         sysfs=args.sysfs, named=parse_fabric_names(args.ib_fabric), interval=args.interval,
-                        lease_duration=args.lease_duration, ibnetdiscover=args.ibnetdiscover, timeout=args.ib_timeout)
+                        lease_duration=args.lease_duration, ibnetdiscover=args.ibnetdiscover, timeout=args.ib_timeout,
+                        errors=args.ib_errors, ibqueryerrors=args.ibqueryerrors)
     collector = Collector(connect(args), settings, log=sys.stderr)
     signal.signal(signal.SIGTERM, _exit)
     try:

@@ -13,7 +13,8 @@ from labeler.model import Snapshot
 from labeler.timeouts import Timeouts
 from providers.registry import SOURCES, get_source
 
-from ..output import FORMATS
+from ..output import FORMATS, NAMES
+from ..parsing import COMMON
 from ..pipeline import discover, read_config, read_snapshot, source_options
 from ..progress import terminal
 
@@ -24,21 +25,28 @@ if TYPE_CHECKING:
 
 def config_parent() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--config", metavar="FILE", help="topolabel.yaml; flags override it")
+    parser.add_argument_group(COMMON).add_argument("--config", metavar="FILE", help="topolabel.yaml; flags override it")
     return parser
 
 
-def output_parent() -> argparse.ArgumentParser:
-    """`-o` for commands that print a result: a table for people, JSON or YAML for tools."""
+def output_parent(kinds: str = "") -> argparse.ArgumentParser:
+    """`-o` for commands that print a result: a table (`wide`: every column, values whole) for people, JSON or
+    YAML for tools, and with `kinds`, `name`: one `kind/name` line per item, as kubectl prints them."""
     parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
+    group = parser.add_argument_group(COMMON)
+    formats = (*FORMATS, NAMES) if kinds else FORMATS
+    group.add_argument("-o", "--output", choices=formats, default="table", metavar="FORMAT",
+                        help=f"{'|'.join(formats)} (default: table; wide: every column, values whole"
+                             + (f"; name: one {kinds} line each" if kinds else "") + ")")
+    group.add_argument("--no-headers", action="store_true", help="tables without their header line")
     return parser
 
 
 def cluster_parent() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(add_help=False)
-    group = parser.add_argument_group("nodes (a file, or a live cluster as kubectl reaches it)")
-    group.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output; no cluster needed")
+    group = parser.add_argument_group(COMMON)
+    group.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output, instead of a cluster "
+                                                       "(which is found as kubectl finds it)")
     group.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
     group.add_argument("--context", help="kubeconfig context")
     add_timeouts(group)
@@ -84,7 +92,7 @@ def snapshot_parent() -> argparse.ArgumentParser:
     return parser
 
 
-PARENTS = {"config": config_parent, "output": output_parent, "cluster": cluster_parent, "snapshot": snapshot_parent,
+PARENTS = {"config": config_parent, "output": output_parent, "output-nodes": lambda: output_parent("node/NAME"), "cluster": cluster_parent, "snapshot": snapshot_parent,
            "source": source_parent}
 
 

@@ -8,7 +8,8 @@ import sys
 from typing import Any
 
 from labeler.config import config_issues
-from labeler.documents import read_document
+from labeler.documents import kind_of, read_document
+from labeler.errors import InputError
 from labeler.validation import Issue
 from providers.registry import option_models
 
@@ -46,22 +47,34 @@ def print_schema(args: argparse.Namespace) -> int:
 
 
 def check_files(args: argparse.Namespace) -> int:
-    bad = 0
+    """Each file's problems on stderr, one a line in the order of the file; `valid` on stdout for the others."""
+    bad, problems = 0, 0
     for path in args.files:
         found = file_issues(read_document(path))
         for issue in found:
-            print(f"{path}: {issue}", file=sys.stderr)
+            print(f"{path}: {issue}" if issue.loc else f"{path}: {issue.message}", file=sys.stderr)
         if found:
-            bad += 1
+            bad, problems = bad + 1, problems + len(found)
         else:
             print(f"{path}: valid")
-    return 2 if bad else 0
+    if bad:
+        raise InputError(f"{problems} problem(s) in {bad} of {len(args.files)} file(s)")
+    return 0
 
 
 def file_issues(data: Any) -> list[Issue]:
-    """The problems of topolabel.yaml, or of a TopologyLabeler's spec (at paths under `spec`)."""
-    if isinstance(data, dict) and data.get("kind") == RESOURCE_KIND:
+    """The problems of topolabel.yaml, or of a TopologyLabeler's spec (at paths under `spec`); a file that is
+    empty or holds another kind of object is one problem, not a list of unknown keys."""
+    if data is None:
+        return [Issue((), "empty: neither a topolabel.yaml nor a TopologyLabeler")]
+    if not isinstance(data, dict):
+        return [Issue((), f"{kind_of(data)}: neither a topolabel.yaml nor a TopologyLabeler (both are mappings)")]
+    kind = data.get("kind")
+    if kind == RESOURCE_KIND:
         _, found = config_issues(data.get("spec") or {}, option_models())
         return [Issue(("spec", *i.loc), i.message) for i in found]
-    _, found = config_issues(data or {}, option_models())
+    if kind is not None or "apiVersion" in data:
+        what = f"a {kind}" if isinstance(kind, str) else "a Kubernetes object"
+        return [Issue((), f"{what}, not a TopologyLabeler (nor a topolabel.yaml, which has no kind)")]
+    _, found = config_issues(data, option_models())
     return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..output import emit, snapshot_table
+from ..output import emit, for_people, snapshot_table, view_of
 from . import COMMANDS
 from .common import config_of, snapshot_of
 
@@ -25,8 +25,8 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 def run(args: argparse.Namespace) -> int:
     """Without --config no config is built: its defaults are all discovery needs (start-up time)."""
     snap = snapshot_of(args, config_of(args) if args.config else None)
-    if args.output == "table":
-        snapshot_table(snap)
+    if for_people(args):
+        snapshot_table(snap, view_of(args))
     else:
         emit(snap.to_dict(), args.output)
     return 0

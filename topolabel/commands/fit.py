@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
 from kueue_config.tas import jobfile
 from kueue_config.tas.capacity import free_capacity
@@ -20,7 +18,8 @@ from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
 from labeler.files import read_text
 
-from ..output import console, emit, name_column
+from ..output import console, emit, for_people, view_of
+from ..tables import Column, View, render
 from . import COMMANDS
 from .common import cluster_nodes, config_of
 from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
@@ -84,14 +83,14 @@ def _where(p: PodSetFit) -> list[str]:
 
 def _nodes(p: PodSetFit) -> list[str]:
     if not p.fits:
-        return ["[red]no place[/]"]
-    lines = [escape(f"{n.get('node') or n.get('domain')}: {n['pods']}") for n in p.nodes[:SHOWN_NODES]]
+        return ["no place"]
+    lines = [f"{n.get('node') or n.get('domain')}: {n['pods']}" for n in p.nodes[:SHOWN_NODES]]
     if len(p.nodes) > SHOWN_NODES:
         lines.append(f"+{len(p.nodes) - SHOWN_NODES} more (-o json)")
     return lines or ["-"]
 
 
-def print_report(workload: Workload, report: FitReport) -> None:
+def print_report(workload: Workload, report: FitReport, view: View) -> None:
     con = console()
     where = []
     if report.flavor:
@@ -105,17 +104,11 @@ def print_report(workload: Workload, report: FitReport) -> None:
     if report.kueue_message:
         con.print(f"Kueue: {escape(report.kueue_message)}")
     several = workload.workloads > 1
-    rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), "\n".join(_where(p)),
-             "\n".join(_nodes(p))) for p in report.podsets]
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    name_column(table, "PodSet", [r[0] for r in rows])
-    table.add_column("pods", justify="right")
-    table.add_column("request")
-    name_column(table, "placed in", [r[3] for r in rows])
-    name_column(table, "nodes: pods", [r[4] for r in rows])
-    for row in rows:
-        table.add_row(*(escape(x) for x in row[:4]), row[4])
-    con.print(table)
+    rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), _where(p), _nodes(p))
+            for p in report.podsets]
+    for line in render([Column("PODSET", "name"), Column("PODS", right=True), Column("REQUEST", "prose"),
+                        Column("PLACED IN"), Column("NODES: PODS")], rows, view):
+        con.print(line, markup=False)
     for p in report.podsets:
         if p.note:
             con.print(f"[yellow]note:[/] PodSet {escape(p.podset)}: {escape(p.note)}")
@@ -155,9 +148,9 @@ def run(args: argparse.Namespace) -> int:
             report.problems.append("the job's queue does not resolve to a ClusterQueue here; every flavor was tried")
         report.problems += notes
         reports.append(report)
-    if args.output == "table":
+    if for_people(args):
         for workload, report in zip(workloads, reports):
-            print_report(workload, report)
+            print_report(workload, report, view_of(args))
     else:
         data = [r.to_dict() for r in reports]
         emit(data[0] if len(data) == 1 else data, args.output)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rich.markup import escape
-
 from kueue_config.tas import jobfile
 from kueue_config.tas.annotate import TASRequest, annotate
 from kueue_config.tas.gates import Gates
@@ -16,26 +14,34 @@ from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
 from labeler.files import read_text, write_atomic
 
-from ..output import FORMATS, console, emit, table
+from ..output import emit, for_people, say, title, view_of
+from ..tables import Column, render
 from ..pipeline import read_config
+from ..parsing import common_group
 from . import COMMANDS
 from .common import add_timeouts
 from .tas_common import TASContext, tas_context, tas_parent
 
-EXAMPLES = """examples:
+ANNOTATE_EXAMPLES = """examples:
   topolabel job annotate job.yaml --queue gpu --within block --kueue-dir gitops/kueue > job.tas.yaml
   topolabel job annotate job.yaml --queue gpu --within block --preferred --snapshot snap.json -i
   topolabel job annotate jobset.yaml --queue gpu --within block --slice-size 4 --slice-within hostname \\
       --kubeconfig ~/.kube/config
-  topolabel job check job.tas.yaml --kueue-dir gitops/kueue
 """
+CHECK_EXAMPLES = """examples:
+  topolabel job check job.tas.yaml --kueue-dir gitops/kueue
+  topolabel job check job.tas.yaml --kubeconfig ~/.kube/config --strict -o json
+exit status: 0 no errors, 1 errors (with --strict: or warnings), 2 an unreadable file or set-up.
+"""
+EXAMPLES = ANNOTATE_EXAMPLES + CHECK_EXAMPLES.removeprefix("examples:\n")
 
 
 def _source_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", help="topolabel.yaml (level names, key prefix)")
-    parser.add_argument("--kubeconfig", metavar="FILE", help="read the Kueue set-up from this cluster")
-    parser.add_argument("--context", help="kubeconfig context")
-    add_timeouts(parser)
+    group = common_group(parser)
+    group.add_argument("--config", metavar="FILE", help="topolabel.yaml (level names, key prefix)")
+    group.add_argument("--kubeconfig", metavar="FILE", help="read the Kueue set-up from this cluster")
+    group.add_argument("--context", help="kubeconfig context")
+    add_timeouts(group)
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -45,7 +51,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     common = [parents["snapshot"], tas_parent()]
 
     ann = verbs.add_parser("annotate", help="write the queue label and TAS annotations (stdout unless -i)",
-                           parents=common, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           parents=common, epilog=ANNOTATE_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     ann.add_argument("file", metavar="FILE", help="job YAML (Job, JobSet, PyTorchJob, LeaderWorkerSet, RayJob, "
                                                   "RayCluster; several documents allowed; - for stdin)")
     ann.add_argument("--queue", required=True, help="LocalQueue name (the kueue.x-k8s.io/queue-name label)")
@@ -62,9 +68,8 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     ann.set_defaults(run=run_annotate)
 
     chk = verbs.add_parser("check", help="list what Kueue would reject or silently ignore; exit 1 on errors",
-                           parents=common, epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                           parents=[*common, parents["output"]], epilog=CHECK_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     chk.add_argument("file", metavar="FILE", help="job YAML (- for stdin)")
-    chk.add_argument("-o", "--output", choices=FORMATS, default="table", help="output format (default: table)")
     chk.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
     _source_flags(chk)
     chk.set_defaults(run=run_check)
@@ -131,16 +136,13 @@ def run_check(args: argparse.Namespace) -> int:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None
         findings += lint([workload], _context(ctx, workload, queue, args))
     counts = summary(findings)
-    if args.output == "table":
+    if for_people(args):
         if findings:
-            grid = table(title=f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)",
-                         title_justify="left")
-            for col in ("severity", "object", "path", "problem", "fix"):
-                grid.add_column(col, overflow="fold")
-            for f in findings:
-                style = "red" if f.severity == ERROR else "yellow"
-                grid.add_row(f"[{style}]{f.severity}[/]", *(escape(x) for x in (f.object, f.path, f.message, f.fix)))
-            console().print(grid)
+            view = view_of(args)
+            say([*title(f"{args.file}: {counts[ERROR]} error(s), {counts[WARNING]} warning(s)", view),
+                 *render([Column("OBJECT", "name"), Column("SEVERITY"), Column("PATH", "name"),
+                          Column("PROBLEM", "prose"), Column("FIX", "prose")],
+                         [(f.object, f.severity, f.path, f.message, f.fix) for f in findings], view)])
         else:
             checked = "" if ctx.setup else " (levels not checked against a Topology)"
             print(f"{args.file}: {len(workloads)} workload(s), no problems found{checked}")

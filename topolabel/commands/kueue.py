@@ -24,7 +24,7 @@ EXAMPLES = """examples:
   topolabel kueue --snapshot snap.json --nodes nodes.yaml --output-dir gitops/kueue --check   # in CI
 exit status: 0 written or up to date, 1 with --check when DIR differs, 2 on errors.
 """
-STREAMS = ("yaml", "json")
+STREAMS = ("yaml", "json", "name")
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     out.add_argument("--output-dir", metavar="DIR", help="write one file per object and a kustomization.yaml "
                                                          "(- streams YAML to stdout, as -o yaml)")
     out.add_argument("-o", "--output", choices=STREAMS,
-                     help="stream the objects to stdout: YAML documents, or a JSON List as kubectl prints one")
+                     help="stream the objects to stdout: YAML documents, a JSON List as kubectl prints one, or "
+                          "one kind.group/name line each")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 and show the diff when DIR differs from what would be generated")
     parser.set_defaults(run=run)
@@ -69,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if mode == "yaml":
         sys.stdout.write(stream(result.objects))
         return 0
+    if mode == "name":
+        names_of(result.objects)
+        return 0
     if mode == "json":
         json.dump({"apiVersion": "v1", "kind": "List", "items": result.objects}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -83,9 +87,31 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"{directory.path}: up to date ({len(new) + 1} files)", file=sys.stderr)
         return 0
-    gone = directory.write(new)
-    print(f"{directory.path}: {len(new) + 1} files written", file=sys.stderr)
-    for name in gone:
-        print(f"  superseded and removed: {name} (a field Kueue cannot change in place changed; the "
-              "ClusterQueue now points at the new object)", file=sys.stderr)
+    changes = directory.write(new)
+    print(f"{directory.path}: {changes.summary()}", file=sys.stderr)
+    for verb, files in (("created", changes.created), ("updated", changes.updated)):
+        for name in files:
+            print(f"  {verb}: {name}", file=sys.stderr)
+    for name, successor in sorted(changes.removed.items()):
+        print(f"  removed: {name} ({removal_reason(name, successor)})", file=sys.stderr)
     return 0
+
+
+def names_of(objects: list[dict]) -> None:
+    """`-o name`: `topology.kueue.x-k8s.io/gke-0fed95`, as `kubectl apply -o name` prints each object."""
+    for obj in objects:
+        group = str(obj["apiVersion"]).rpartition("/")[0]
+        kind = str(obj["kind"]).lower()
+        print(f"{kind}.{group}/{obj['metadata']['name']}" if group else f"{kind}/{obj['metadata']['name']}")
+
+
+def removal_reason(name: str, successor: str | None) -> str:
+    """Why a file `kueue` wrote before is gone: replaced (an immutable field changed), or no longer generated."""
+    if successor:
+        return f"replaced by {successor}: a field Kueue cannot change in place changed"
+    kind = name.split("-", 1)[0]
+    if kind == "resourceflavor":
+        return "no pool of that name now: its nodes left, or pools.label changed"
+    if kind == "topology":
+        return "no longer generated"
+    return "no longer in the config"

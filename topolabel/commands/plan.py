@@ -7,7 +7,7 @@ import argparse
 from labeler.gcpause import paused_gc
 from labeler.plan import MAX_CHANGE_FRACTION, Plan, check_share, make_plan
 
-from ..output import emit, plan_table
+from ..output import emit, for_people, names, plan_table, view_of
 from . import COMMANDS
 from .common import config_of, snapshot_and_nodes
 
@@ -32,7 +32,7 @@ def plan_parents(parents: dict[str, argparse.ArgumentParser]) -> list[argparse.A
     force = argparse.ArgumentParser(add_help=False)
     force.add_argument("--force", action="store_true",
                        help="accept a plan that rewrites labels on more nodes than plan.maxChangeFraction")
-    return [parents["config"], parents["output"], parents["cluster"], parents["snapshot"], parents["source"], force]
+    return [parents["config"], parents["output-nodes"], parents["cluster"], parents["snapshot"], parents["source"], force]
 
 
 def build(args: argparse.Namespace) -> Plan:
@@ -47,8 +47,10 @@ def build(args: argparse.Namespace) -> Plan:
 @paused_gc()  # node records, snapshot, changes: no cycles, yet each paused step's objects were walked after it
 def run(args: argparse.Namespace) -> int:
     plan = build(args)
-    if args.output == "table":
-        plan_table(plan)
+    if for_people(args):
+        plan_table(plan, view_of(args))
+    elif args.output == "name":
+        names("node", (c.node for c in plan.changes))
     else:
         emit(plan.to_dict(), args.output)
     return 1 if args.exit_code and plan.changes else 0

@@ -10,6 +10,7 @@ import sys
 
 from pythonjsonlogger.json import JsonFormatter
 
+from labeler.errors import InputError
 from labeler.timeouts import Timeouts
 
 from ..operator.settings import RunOptions, operator_namespace
@@ -52,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ..operator.leader import LeadershipLost
 
     if args.nodes:
-        print("topolabel run: --nodes is a file; the operator watches a cluster (use --kubeconfig)", file=sys.stderr)
-        return 2
+        raise InputError("--nodes is a file; the operator watches a cluster (use --kubeconfig)")
     configure_logging(args.log_format, args.verbose)
     host, port = args.http
     opts = RunOptions(kubeconfig=args.kubeconfig, context=args.context, config_path=args.config, flags=vars(args),

@@ -8,19 +8,20 @@ from dataclasses import asdict
 from typing import Any
 
 from kueue_config.tas import jobfile
-from kueue_config.tas.capacity import Resources, allocatable, free_capacity
+from kueue_config.tas.capacity import Resources, allocatable, free_capacity, untolerated_taint
 from kueue_config.tas.fit import FitReport, fit
 from kueue_config.tas.gates import Gates
-from kueue_config.tas.render_tree import FlavorView, flavor_view, rich_tree
+from kueue_config.tas.render_tree import FlavorView, Marks, flavor_view, short_level, text_tree
 from kueue_config.tas.setup import Flavor, TASSetup
 from kueue_config.tas.svg import render_svg
 from kueue_config.tas.tree import build_tree
 from kueue_config.tas.workloads import workloads_in
 from labeler.errors import TopologyError
+from labeler.isolation import CONDITION as FABRIC_CONDITION
 from labeler.files import read_text, write_atomic
 from labeler.nodes import Node
 
-from ..output import console, emit
+from ..output import emit, for_people, headline, say, view_of
 from . import COMMANDS
 from .common import cluster_nodes, config_of
 from .fit import check_accepted, queue_of
@@ -40,8 +41,11 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
                                      flavor_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resource", default="nvidia.com/gpu", help="resource to count (default: nvidia.com/gpu)")
-    parser.add_argument("--depth", type=int, metavar="N",
-                        help="levels to draw in the terminal (default: down to the last level above single nodes)")
+    depth = parser.add_mutually_exclusive_group()
+    depth.add_argument("--depth", type=int, metavar="N",
+                       help="levels to draw (default: down to the last level above single nodes)")
+    depth.add_argument("--level", metavar="LEVEL",
+                       help="draw down to this level (its name, block, or its label key), in the terminal and the SVG")
     parser.add_argument("--job", metavar="FILE", help="also show where `topolabel fit` would place this job")
     parser.add_argument("--svg", metavar="FILE", help="also write the picture as one static SVG file")
     parser.add_argument("--kueue-feature-gates", metavar="GATES", help="as for `fit`, for --job")
@@ -97,6 +101,15 @@ def _json(views: list[FlavorView]) -> list[dict[str, Any]]:
              "nodes_excluded": asdict(v.excluded), "domains": [d.to_dict() for d in v.domains]} for v in views]
 
 
+def level_depth(level: str, keys: tuple[str, ...]) -> int:
+    """How many levels `--level` draws: down to the level named by its short name or label key."""
+    for i, key in enumerate(keys):
+        if level in (key, short_level(key)):
+            return i + 1
+    known = ", ".join(short_level(k) for k in keys)
+    raise TopologyError(f"--level {level!r}: the Topology has no such level; its levels: {known}")
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
     nodes = cluster_nodes(args)
@@ -109,26 +122,30 @@ def run(args: argparse.Namespace) -> int:
     totals = allocatable(nodes)
     report, job_line = _job(args, ctx.setup, nodes, free)
     views = []
+    isolated = frozenset(n.name for n in nodes if (n.condition(FABRIC_CONDITION) or ("",))[0] == "False")
     for flavor in flavors:
         tree = build_tree(flavor.levels or (), nodes, free, flavor.node_labels, totals)
-        views.append(flavor_view(flavor.name, str(flavor.topology), tree, args.resource, args.depth,
-                                 _placed(report, flavor.name)))
+        depth = level_depth(args.level, tree.keys) if args.level else args.depth
+        tainted = frozenset(n.name for n in nodes if n.taints and untolerated_taint(n.taints, flavor.tolerations))
+        views.append(flavor_view(flavor.name, str(flavor.topology), tree, args.resource, depth,
+                                 _placed(report, flavor.name), Marks(tainted, isolated)))
     title = "Kueue TAS: " + ", ".join(sorted({str(f.topology) for f in flavors}, key=str)) + \
         f" - {len(flavors)} flavor(s)"
     if args.svg:
         write_atomic(args.svg, render_svg(views, title, args.resource, job_line))
         print(f"{args.svg}: written", file=sys.stderr)
-    if args.output == "table":
-        con = console()
-        if job_line:
-            con.print(job_line, markup=False)
+    if for_people(args):
+        shape = view_of(args)
+        lines = headline(job_line, shape) if job_line else []
         for view in views:
-            con.print(rich_tree(view))
+            tree = text_tree(view, shape.width, shape.wide)
+            lines += [*headline(tree[0], shape), *tree[1:]]
             excluded = view.excluded.text(view.flavor, ctx.setup.flavors[view.flavor].node_labels)
             if excluded:
-                con.print(f"  nodes left out: {excluded}", markup=False)
+                lines += headline(f"nodes left out: {excluded}", shape)
         for note in notes:
-            con.print(f"[yellow]note:[/] {note}")
+            lines += headline(f"note: {note}", shape)
+        say(lines)
     else:
         emit({"flavors": _json(views), "job": report.to_dict() if report else None, "notes": notes}, args.output)
     return 0

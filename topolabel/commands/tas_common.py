@@ -9,16 +9,12 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from kueue_config.objects import generate
 from kueue_config.tas.capacity import PodUsage, parse_pods, pods_from_items
-from kueue_config.tas.setup import TASSetup
+from kueue_config.tas.setup import TASSetup, read_kueue_objects
 from labeler.config import Config
-from labeler.documents import load_all
-from labeler.errors import TopologyError
-from labeler.files import read_text
 from labeler.model import Level, Snapshot
 from labeler.nodes import Node, read_items
 
@@ -40,18 +36,6 @@ def flavor_parent() -> argparse.ArgumentParser:
     parser.add_argument("--pods", metavar="FILE",
                         help="`kubectl get pods -A -o yaml` output (with --nodes); without it no pod holds capacity")
     return parser
-
-
-def read_kueue_objects(path: str) -> list[dict[str, Any]]:
-    """Every object in a directory of YAML files, or in one multi-document file."""
-    target = Path(path)
-    try:
-        files = sorted([*target.glob("*.yaml"), *target.glob("*.yml")]) if target.is_dir() else [target]
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not files or not all(f.is_file() for f in files):
-        raise TopologyError(f"{path}: no YAML files (run `topolabel kueue --output-dir {path}` first)")
-    return [doc for file in files for doc in load_all(read_text(file), str(file)) if isinstance(doc, dict)]
 
 
 def _uses_cluster(args: argparse.Namespace) -> bool:

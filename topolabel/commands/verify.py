@@ -8,7 +8,8 @@ from labeler.errors import TopologyError
 from labeler.model import Snapshot
 from labeler.verify import Report, compare_sources, label_drift
 
-from ..output import console, emit, name_column, table
+from ..output import emit, for_people, names, say, shown, title, view_of
+from ..tables import Column, View, render
 from ..pipeline import discover, read_config, read_snapshot, source_options
 from . import COMMANDS
 from .common import cluster_nodes, config_of, snapshot_of
@@ -23,7 +24,7 @@ exit status: 0 when everything agrees, 1 when something differs, 2 on errors.
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("verify", help=COMMANDS["verify"],
-                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
+                            parents=[parents["config"], parents["output-nodes"], parents["cluster"], parents["snapshot"],
                                      parents["source"]],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", metavar="SNAPSHOT", help="compare with this snapshot instead of the labels")
@@ -42,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
         report = compare_sources(snap, _other(args, nodes), _pairs(args.pair), _names(args))
     else:
         report = label_drift(snap, nodes)
-    if args.output == "table":
-        _table(report)
+    if for_people(args):
+        _table(report, view_of(args))
+    elif args.output == "name":
+        names("node", sorted({d.node for d in report.disagreements}))
     else:
         emit(report.to_dict(), args.output)
     return 1 if report.disagreements else 0
@@ -73,17 +76,12 @@ def _pairs(raw: list[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def _table(report: Report, limit: int = 50) -> None:
-    con = console()
-    con.print(f"{report.compared} node(s) compared, {len(report.disagreements)} disagreement(s); "
-              f"only in {report.a}: {len(report.only_in_a)}, only in {report.b}: {len(report.only_in_b)}")
+def _table(report: Report, view: View) -> None:
+    lines = title(f"{report.compared} node(s) compared, {len(report.disagreements)} disagreement(s); only in "
+                     f"{report.a}: {len(report.only_in_a)}, only in {report.b}: {len(report.only_in_b)}", view)
     if report.disagreements:
-        grid = table()
-        name_column(grid, "node", (d.node for d in report.disagreements[:limit]))
-        for col in ("level", report.a, report.b):
-            grid.add_column(col, overflow="fold")
-        for d in report.disagreements[:limit]:
-            grid.add_row(d.node, d.level, d.a or "(none)", d.b or "(none)")
-        con.print(grid)
-        if len(report.disagreements) > limit:
-            con.print(f"... and {len(report.disagreements) - limit} more (use -o json for all)")
+        rows, more = shown(report.disagreements, view)
+        lines += [*render([Column("NODE", "name"), Column("LEVEL", "name"), Column(report.a),
+                           Column(report.b)], [(d.node, d.level, d.a or "(none)", d.b or "(none)")
+                                                       for d in rows], view), *more]
+    say(lines)

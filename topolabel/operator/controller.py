@@ -7,6 +7,13 @@ A full pass runs the source over every node, checks the plan against `plan.maxCh
 answer as the last good topology, writes what changed and verifies the Kueue objects against the server.
 A node pass (after a node event) places joining nodes (per-node sources answer for them alone; fabric
 sources' last discovery may already know them) and writes only the nodes the events touched.
+
+With `health.enabled`, every full pass also judges fabric health (`health.HealthKeeper`): one observation per
+pass, written as the nodes' FabricHealthy condition and, where configured, a taint.
+
+A failed write (a node's labels, a Kueue object, the status) is retried by a retry pass with backoff
+(`backoff.Backoff`: 1 s doubling to 5 min). A LocalQueue whose namespace does not exist yet is written within
+NAMESPACE_POLL seconds of the namespace appearing: until then a retry pass only asks whether it exists.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 from typing import Any, Mapping
 
 from kubernetes.client.exceptions import ApiException
@@ -26,12 +34,15 @@ from labeler.kube import api_error
 from labeler.model import Discovery, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION
 from labeler.nodes import Node
-from labeler.plan import Plan, check_share
+from labeler.plan import NodeChange, Plan, check_share
 from labeler.progress import Progress, quiet
 from labeler.verify import label_drift, stale
 
+from .. import version
 from ..pipeline import run_source
 from ..progress import logged
+from .backoff import Backoff
+from .health import HealthKeeper, HealthReport
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -48,6 +59,7 @@ LOGGED_NODES = 20  # per pass and outcome; the status and Events count them all
 JOINED, CHANGED = "Joined", "Changed"
 WORDS = {JOINED: "joining", CHANGED: "changed"}
 FULL_GAP = 5.0  # least time between a finished full pass and one asked for early
+NAMESPACE_POLL = 2.0  # how often to ask whether a namespace a LocalQueue waits for exists (one GET each)
 
 
 class SourceTimeout(SourceError):
@@ -62,14 +74,17 @@ class Controller:
         self.health = health
         self.cache: dict[str, Node] = {}  # every node: a full pass's list, kept current by node events
         self.asked: dict[str, Node] = {}  # every node as the source last saw it (in a full pass or on joining)
-        self.reporter = Reporter(kube, metrics, opts.name, opts.namespace)
+        self.reporter = Reporter(kube, metrics, opts.name)
         self.conditions = Conditions()
         self.topology = Topology()
         self.labeller = Labeller()
         self.kueue = KueueSync(kube)
+        self.fabric_health = HealthKeeper(kube, metrics)
+        self.health_report = HealthReport()
         self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
         self.configured = False
         self.settings: Settings | None = None
+        self.generation: int | None = None  # of the spec `settings` came from (None: the file and flags)
         self.dirty: set[str] = set()
         self.gone: set[str] = set()
         self.wake = asyncio.Event()
@@ -79,6 +94,10 @@ class Controller:
         self.running: asyncio.Future[Discovery] | None = None
         self.join_problems: dict[str, Problem] = {}
         self.unannounced: list[Condition] = []
+        self.backoff = Backoff()
+        self.retry_at = math.inf  # loop time of the next retry pass (inf: nothing to retry)
+        self.kueue_failed = False  # the last Kueue sync left objects unwritten (worth retrying)
+        self.unplaced: dict[str, str] = {}  # nodes logged as left unplaced, with why (logged again when it changes)
 
     # --- called from kopf handlers (on the loop, never blocking) ---
 
@@ -106,16 +125,36 @@ class Controller:
             self.request_full()
 
     def reconfigure(self) -> None:
-        """New settings from the spec (or file) and flags; a bad config keeps the previous settings."""
+        """New settings from the spec (or file) and flags. A bad config keeps the previous settings, and
+        `ConfigValid` stays false, saying so, until a config is good again."""
         self.configured = True
+        generation = _generation(self.reporter.resource) if self.spec is not None else None
         try:
             self.settings = resolve(self.opts, self.spec)
-            self.reporter.source = self.settings.source.name
         except TopolabelError as exc:
             self.metrics.errors.labels(kind="config").inc()
-            cond = self.conditions.set("SourceAvailable", False, "ConfigInvalid", str(exc))
-            if cond:
-                self.unannounced.append(cond)  # posted by the next pass (handlers must not block)
+            self.announce("ConfigValid", False, "ConfigInvalid", f"{exc}; {self.kept()}")
+            return
+        self.generation = generation
+        self.reporter.source = self.settings.source.name
+        self.announce("ConfigValid", True, "Valid", f"{self.settings.origin}"
+                      + (f", generation {generation}" if generation is not None else "")
+                      + f": source {self.settings.source.name}")
+
+    def kept(self) -> str:
+        """What the operator goes on with while the config is invalid."""
+        if self.settings is None:
+            return "nothing is labelled until it is fixed"
+        since = f" (generation {self.generation})" if self.generation is not None else ""
+        return (f"still working with the last valid config, from {self.settings.origin}{since}, "
+                f"source {self.settings.source.name}")
+
+    def announce(self, type_: str, ok: bool, reason: str, message: str) -> None:
+        """Set a condition from a handler; the Event it makes is posted by the next pass (handlers must not
+        block)."""
+        cond = self.conditions.set(type_, ok, reason, message)
+        if cond:
+            self.unannounced.append(cond)
 
     def request_full(self, soon: bool = False) -> None:
         """Ask for a full pass now, or (soon) no earlier than FULL_GAP after the last one."""
@@ -131,16 +170,22 @@ class Controller:
         (which then show nodes already labelled)."""
         loop = asyncio.get_running_loop()
         await self.startup()
+        settings = self.settings
+        log.info("topolabel %s: config from %s, source %s; resync every %.0fs", version.current(),
+                 settings.origin if settings else "nowhere valid (see the ConfigValid condition)",
+                 settings.source.name if settings else "none", self.opts.resync,
+                 extra={"reason": "Started", "source": settings.source.name if settings else None})
         self.full_at = loop.time() + self.opts.resync
         await self.guarded("full", self.full_pass)
         self.full_done = loop.time()
 
     async def run(self) -> None:
-        """The loop, after `prepare`: node passes on events, full passes on the interval or on request."""
+        """The loop, after `prepare`: node passes on events, full passes on the interval or on request, retry
+        passes when a write failed."""
         loop = asyncio.get_running_loop()
         while True:
             self.health.beat()
-            delay = self.full_at - loop.time()
+            delay = min(self.full_at, self.retry_at) - loop.time()
             if delay > 0 and not self.dirty:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self.wake.wait(), min(delay, HEARTBEAT))
@@ -152,6 +197,25 @@ class Controller:
             elif self.dirty:
                 await asyncio.sleep(self.opts.debounce)  # let a burst of joins arrive together
                 await self.guarded("nodes", self.node_pass)
+            elif loop.time() >= self.retry_at:
+                self.retry_at = math.inf
+                await self.guarded("retry", self.retry_pass)
+            self.schedule_retry()
+
+    def failing_writes(self) -> bool:
+        """Whether a write the last passes made failed and is worth retrying."""
+        return bool(self.labeller.failed) or self.kueue_failed or self.reporter.failed
+
+    def schedule_retry(self) -> None:
+        """After a pass: a retry with backoff while writes fail (one already due stays due), none once they
+        succeed."""
+        if not self.failing_writes():
+            self.backoff.reset()
+            self.retry_at = math.inf
+        elif self.retry_at == math.inf:
+            delay = self.backoff.next()
+            self.retry_at = asyncio.get_running_loop().time() + delay
+            log.info("retrying failed writes in %.1fs", delay, extra={"reason": "RetryScheduled"})
 
     async def startup(self) -> None:
         """Read the TopologyLabeler once (its events may come after the first pass)."""
@@ -199,6 +263,8 @@ class Controller:
             await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg,
                              PASS_PROGRESS)
             await self.sync_kueue(settings, nodes, verify=True)
+        if settings:
+            await self.judge_health(settings, nodes)
         self.metrics.last_sync.set_to_current_time()
         self.health.ready = True
         await self.report(nodes)
@@ -225,6 +291,33 @@ class Controller:
             if arrived or ask or gone:
                 await self.sync_kueue(settings, nodes, verify=False)
         await self.report(nodes)
+
+    async def retry_pass(self) -> None:
+        """Write again what failed: the failed nodes' labels, the Kueue objects (read from the server), the
+        status; nothing is discovered. When all that failed are LocalQueues whose namespaces do not exist, it
+        only asks whether one appeared, and asks again NAMESPACE_POLL seconds later."""
+        if await self.still_waiting_for_namespaces():
+            self.retry_at = asyncio.get_running_loop().time() + NAMESPACE_POLL
+            return
+        nodes = self.nodes()
+        settings, snapshot = self.settings, self.topology.snapshot
+        if settings is not None and snapshot is not None:
+            failed = [nodes[name] for name in sorted(self.labeller.failed) if name in nodes]
+            if failed:
+                await self.write(self.labeller.plan_for(snapshot, failed, len(nodes)), settings.cfg)
+            if self.kueue_failed:
+                await self.sync_kueue(settings, nodes, verify=True)
+        await self.report(nodes)
+
+    async def still_waiting_for_namespaces(self) -> bool:
+        """Whether the only failed writes are LocalQueues whose namespaces are all still missing."""
+        waiting = self.kueue.missing_namespaces
+        if not waiting or self.labeller.failed or self.reporter.failed:
+            return False
+        for namespace in sorted(waiting):
+            if await asyncio.to_thread(self.kube.get, f"/api/v1/namespaces/{namespace}") is not None:
+                return False
+        return True
 
     def to_ask(self, touched: list[Node]) -> list[tuple[Node, str]]:
         """Unplaced nodes worth asking the source about, and why: joined since the source last saw every node,
@@ -270,7 +363,7 @@ class Controller:
             return None
         plan = self.labeller.full_plan(snapshot, nodes.values())
         try:
-            check_share(plan, settings.cfg.plan.max_change_fraction)
+            check_share(plan, settings.cfg.plan.max_change_fraction, remedy=self.plan_remedy(settings))
         except PlanRefused as exc:
             self.metrics.errors.labels(kind="plan").inc()
             self.refused = str(exc)
@@ -283,6 +376,13 @@ class Controller:
                               f"{settings.source.name}: {len(snapshot.nodes)} node(s) placed in {len(snapshot.levels)} "
                               "level(s)")
         return plan
+
+    def plan_remedy(self, settings: Settings) -> str:
+        """What the operator's user can do about a refused plan: the setting, where it is, and the one-off."""
+        where = (f"spec.plan.maxChangeFraction of TopologyLabeler {self.opts.name}" if self.spec is not None
+                 else f"plan.maxChangeFraction in {settings.origin}")
+        return (f"check the source; to accept the change, raise {where}, or write it once with "
+                "`topolabel apply --force` (same source and config)")
 
     async def report_drift(self, snapshot: Snapshot, nodes: dict[str, Node]) -> None:
         """Labels a fresh discovery disagrees with (as `topolabel verify` reports them): a metric and an Event."""
@@ -338,6 +438,11 @@ class Controller:
         result = await asyncio.to_thread(apply_plan, plan, self.kube.patch_node, cfg.apply.concurrency,
                                          cfg.apply.retries, True, progress)
         self.labeller.record(plan, result)
+        written = set(result.written)
+        for change in plan.changes:
+            if change.node in written:
+                log.info("labelled node %s: %s", change.node, _described(change),
+                         extra={"node": change.node, "reason": "NodeLabelled"})
         if result.written:
             await asyncio.to_thread(self.reporter.event, "Normal", "Labelled",
                                     f"wrote topology labels on {len(result.written)} node(s)")
@@ -356,12 +461,14 @@ class Controller:
         except TopolabelError as exc:
             self.metrics.errors.labels(kind="kueue").inc()
             self.kueue.forget()
+            self.kueue_failed = False  # the config must change first: nothing to retry
             await self.transition("KueueInSync", False, "GenerateFailed", str(exc))
             return
         try:
             result = await asyncio.to_thread(self.kueue.sync, generated, verify)
         except ApiException as exc:
             self.metrics.errors.labels(kind="kueue").inc()
+            self.kueue_failed = True
             missing = exc.status == 404
             await self.transition("KueueInSync", False, "KueueMissing" if missing else "ReadFailed",
                                   f"the Kueue CRDs ({KUEUE_API_VERSION}) are not served" if missing
@@ -372,6 +479,7 @@ class Controller:
         if result.writes:
             await asyncio.to_thread(self.reporter.event, "Normal", "KueueUpdated", "; ".join(result.writes))
         failures = result.errors + result.changes.conflicts
+        self.kueue_failed = bool(failures)
         if failures:
             self.metrics.errors.labels(kind="kueue").inc(len(result.errors))
             await self.transition("KueueInSync", False, "ApplyFailed" if result.errors else "Conflict",
@@ -380,6 +488,47 @@ class Controller:
             kept = f"; {'; '.join(result.changes.kept)}" if result.changes.kept else ""
             await self.transition("KueueInSync", True, "Applied",
                                   f"{len(generated.objects)} object(s) as generated{kept}")
+
+    async def judge_health(self, settings: Settings, nodes: dict[str, Node]) -> None:
+        """One fabric health observation; Events when nodes are isolated or let back, and when the brake holds."""
+        before = self.health_report
+        report = await asyncio.to_thread(self.fabric_health.run, settings.cfg, settings.source.name,
+                                         settings.options, nodes)
+        self.health_report = report
+        if report.tainted or report.untainted:
+            parts = [f"tainted {len(report.tainted)} node(s) ({', '.join(report.tainted[:LOGGED_NODES])})"
+                     if report.tainted else "",
+                     f"removed the taint from {len(report.untainted)} node(s) "
+                     f"({', '.join(report.untainted[:LOGGED_NODES])})" if report.untainted else ""]
+            await asyncio.to_thread(self.reporter.event, "Normal", "FabricTaints", "; ".join(p for p in parts if p))
+        old = set(before.assessment.decision.isolated) if before.assessment else set()
+        new = set(report.assessment.decision.isolated) if report.assessment else set()
+        if new - old:
+            await asyncio.to_thread(self.reporter.event, "Warning", "FabricIsolated",
+                                    f"{len(new - old)} node(s) isolated: {_sample(new - old)}")
+        if old - new:
+            await asyncio.to_thread(self.reporter.event, "Normal", "FabricRestored",
+                                    f"{len(old - new)} node(s) healthy again: {_sample(old - new)}")
+        refused = report.assessment.decision.refused if report.assessment else None
+        was = before.assessment.decision.refused if before.assessment else None
+        if refused and refused != was:
+            await asyncio.to_thread(self.reporter.event, "Warning", "FabricIsolationHeld", refused)
+        for notice in report.notices[:LOGGED_NODES]:
+            log.warning("%s", notice, extra={"reason": "FabricEvidence"})
+
+    def log_unplaced(self, snapshot: Snapshot | None, nodes: Mapping[str, Node]) -> None:
+        """One WARNING per node the topology leaves unplaced, with the source's reason; again only when the
+        reason changes, so resyncs do not repeat it."""
+        if snapshot is None:
+            return
+        why = {p.node: p.message for p in [*snapshot.problems, *self.join_problems.values()] if p.node}
+        unplaced = {name: why.get(name, "the source did not place it") for name in nodes if name not in snapshot.nodes}
+        source = self.settings.source.name if self.settings else None
+        for name, message in sorted(unplaced.items()):
+            if self.unplaced.get(name) != message:
+                log.warning("node %s left unplaced: %s", name, message,
+                            extra={"node": name, "source": source, "reason": "Unplaced"})
+        self.unplaced = unplaced
 
     async def transition(self, type_: str, ok: bool, reason: str, message: str) -> None:
         cond = self.conditions.set(type_, ok, reason, message)
@@ -402,13 +551,31 @@ class Controller:
         problems = [*(snapshot.problems if snapshot else []), *self.join_problems.values(), *self.labeller.conflicts,
                     *(Problem("labels", f"write failed: {error}", node) for node, error in failed),
                     *self.kueue.problems]
+        self.log_unplaced(snapshot, nodes)
         announce, self.unannounced = self.unannounced, []
         for cond in announce:
             await asyncio.to_thread(self.reporter.transition, cond)
+        problems += [Problem("health", message, node) for node, message in sorted(self.health_report.failed.items())]
         status = status_body(self.conditions, counts, snapshot, problems,
-                             self.settings.source.name if self.settings else None, self.kueue.count)
-        await asyncio.to_thread(self.reporter.publish, status)
+                             self.settings.source.name if self.settings else None, self.kueue.count,
+                             self.health_report.status())
+        await asyncio.to_thread(self.reporter.publish, status, self.generation)
+
+
+def _sample(names: set[str]) -> str:
+    ordered = sorted(names)
+    return ", ".join(ordered[:LOGGED_NODES]) + (f" and {len(ordered) - LOGGED_NODES} more"
+                                                 if len(ordered) > LOGGED_NODES else "")
+
+
+def _described(change: NodeChange) -> str:
+    """A node's label change as `+key=value -key`."""
+    return " ".join([*(f"+{k}={v}" for k, v in sorted(change.set.items())), *(f"-{k}" for k in change.remove)])
 
 
 def _uid(body: Mapping[str, Any] | None) -> str | None:
     return ((body or {}).get("metadata") or {}).get("uid")
+
+
+def _generation(body: Mapping[str, Any] | None) -> int | None:
+    return ((body or {}).get("metadata") or {}).get("generation")

@@ -46,8 +46,8 @@ class Kube:
         elif (code == "error" or int(code) >= 500) and self.failing_since is None:
             self.failing_since = self.clock()
 
-    def counted(self, verb: str, resource: str, fn: Any) -> Any:
-        """Run one call (retried), counting every attempt with its outcome."""
+    def counted(self, verb: str, resource: str, fn: Any, retries: int | None = None) -> Any:
+        """Run one call (retried, `retries` times when given), counting every attempt with its outcome."""
 
         def attempt() -> Any:
             try:
@@ -61,15 +61,15 @@ class Kube:
             self._count(verb, resource, 200)
             return out
 
-        return call_with_retries(attempt, self.retries, patient=True)
+        return call_with_retries(attempt, self.retries if retries is None else retries, patient=True)
 
     def request(self, verb: str, path: str, *, body: Any = None, query: Iterable[tuple[str, str]] = (),
-                content_type: str = "application/json") -> Any:
+                content_type: str = "application/json", retries: int | None = None) -> Any:
         """One call (`verb` is the Kubernetes verb, counted in the metric); the decoded JSON answer, or
         ApiException for a non-2xx status."""
         return self.counted(verb, _resource_of(path),
                             lambda: request_json(self.api, HTTP_METHOD[verb], path, body=body, query=query,
-                                                 content_type=content_type))
+                                                 content_type=content_type), retries)
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:

@@ -206,6 +206,7 @@ class KueueSync:
         self.applied: list[Obj] | None = None
         self.problems: list[Problem] = []
         self.count = 0
+        self.missing_namespaces: set[str] = set()  # LocalQueues could not be written: their namespace is not there
 
     def forget(self) -> None:
         """The server's objects are unknown (generation or a read failed): the next sync reads them again."""
@@ -216,6 +217,7 @@ class KueueSync:
         (a full pass reads the server anyway) is off. ApiException when the objects cannot be read."""
         if not verify and generated.objects == self.applied:
             return None
+        self.missing_namespaces = set()
         try:
             result = self.run(generated.objects)
         except ApiException:
@@ -276,6 +278,9 @@ class KueueSync:
                 if verb == "replaced":
                     self.kube.create(where.rsplit("/", 1)[0], obj)
         except ApiException as exc:
+            namespace = key(obj)[1]
+            if exc.status == 404 and namespace:
+                self.missing_namespaces.add(namespace)
             result.errors.append(f"could not write {describe(obj)}: {api_error(exc)}")
             log.warning("kueue: %s", result.errors[-1], extra={"reason": "KueueWriteFailed"})
             return

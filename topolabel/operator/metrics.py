@@ -11,13 +11,21 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
+                               disable_created_metrics, generate_latest)
+
+from labeler.isolation import HEALTHY, HELD, ISOLATED, SUSPECT, Decision
 
 from .. import version
 
 log = logging.getLogger(__name__)
 
+# No `_created` series beside every counter and histogram: they double the series count and carry a start
+# time Prometheus already knows (process_start_time); kube-state-metrics and client-go's exporters omit them.
+disable_created_metrics()
+
 NODE_STATES = ("labelled", "pending", "unplaced", "failed")
+HEALTH_STATES = (HEALTHY, SUSPECT, ISOLATED, HELD)
 
 
 @dataclass
@@ -35,17 +43,27 @@ class Metrics:
         self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made, by Kubernetes verb (get, "
                                  "list, create, patch, apply, delete), resource and HTTP status code",
                                  ["verb", "resource", "code"], registry=reg)
-        self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status)",
+        self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status, health)",
                               ["kind"], registry=reg)
         self.node_writes = Counter("topolabel_node_writes_total", "Node label patches that succeeded", registry=reg)
         self.kueue_writes = Counter("topolabel_kueue_writes_total", "Kueue object writes", ["kind", "verb"],
                                     registry=reg)
-        self.syncs = Counter("topolabel_syncs_total", "Reconcile passes finished: full (resync) or nodes (events)",
+        self.syncs = Counter("topolabel_syncs_total", "Reconcile passes finished: full (resync), nodes (events) or retry (failed writes)",
                              ["scope"], registry=reg)
         self.drift = Gauge("topolabel_drift_nodes", "Nodes whose topology labels differed from the last full "
                            "discovery before it corrected them (stale labels)", registry=reg)
         self.last_sync = Gauge("topolabel_last_sync_timestamp_seconds", "When the last full resync finished",
                                registry=reg)
+        self.fabric_nodes = Gauge("topolabel_fabric_nodes", "Nodes by fabric health: healthy, suspect (bad "
+                                  "observations, not yet degraded), isolated, held (degraded; the brake kept them in)",
+                                  ["state"], registry=reg)
+        self.fabric_isolated = Gauge("topolabel_fabric_isolated_nodes", "Isolated nodes by what took them out: "
+                                     "node (its own evidence), leaf (its leaf lost its uplinks), or the level of a "
+                                     "quarantined domain", ["scope"], registry=reg)
+        self.fabric_domains = Gauge("topolabel_fabric_quarantined_domains", "Quarantined domains per level",
+                                    ["level"], registry=reg)
+        self.brake_refusals = Counter("topolabel_fabric_brake_refusals_total", "Passes in which the brake refused "
+                                      "to isolate more nodes", registry=reg)
         self.build_info = Gauge("topolabel_build_info", "Always 1; the version of the running operator",
                                 ["version"], registry=reg)
         self.build_info.labels(version=version.current()).set(1)
@@ -55,6 +73,24 @@ class Metrics:
     def set_node_states(self, counts: dict[str, int]) -> None:
         for state in NODE_STATES:
             self.nodes.labels(state=state).set(counts.get(state, 0))
+
+    def set_health(self, decision: Decision | None) -> None:
+        """The fabric health gauges from a pass's decision (None: health is off, every gauge cleared)."""
+        for gauge in (self.fabric_nodes, self.fabric_isolated, self.fabric_domains):
+            gauge.clear()
+        if decision is None:
+            return
+        for state in HEALTH_STATES:
+            self.fabric_nodes.labels(state=state).set(len(decision.names(state)))
+        for scope, count in decision.by_scope().items():
+            self.fabric_isolated.labels(scope=scope).set(count)
+        levels: dict[str, int] = {}
+        for q in decision.quarantined:
+            levels[q.level] = levels.get(q.level, 0) + 1
+        for level, count in levels.items():
+            self.fabric_domains.labels(level=level).set(count)
+        if decision.refused:
+            self.brake_refusals.inc()
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -27,7 +27,7 @@ class RunOptions:
     config_path: str | None = None
     flags: Mapping[str, Any] = field(default_factory=dict)
     name: str = "default"  # the TopologyLabeler this operator reads
-    namespace: str = "default"  # where its Events go
+    namespace: str = "default"  # where its leader-election Lease is
     resync: float = 300.0
     source_timeout: float = 120.0
     debounce: float = 0.5

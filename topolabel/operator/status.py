@@ -24,7 +24,11 @@ from .metrics import NODE_STATES, Metrics
 log = logging.getLogger(__name__)
 
 GROUP, VERSION, PLURAL, KIND = "topolabel.dev", "v1alpha1", "topologylabelers", "TopologyLabeler"
-CONDITIONS = ("SourceAvailable", "LabelsInSync", "KueueInSync")
+# The TopologyLabeler is cluster-scoped, and the API server takes an Event about a cluster-scoped object only in
+# `default` (the namespace client-go's recorder uses for them); in any other it answers 422.
+EVENT_NAMESPACE = "default"
+# In the order Ready reports them: the first that is not true gives Ready its reason and message.
+CONDITIONS = ("ConfigValid", "SourceAvailable", "LabelsInSync", "KueueInSync")
 MAX_PROBLEMS = 50
 MAX_MESSAGE = 1024
 
@@ -71,19 +75,28 @@ class Conditions:
         return cond is not None and cond.status == "True"
 
     def to_list(self) -> list[dict[str, str]]:
+        """The conditions and `Ready`, which is true when all are, and otherwise carries the reason and message
+        of the first that is not (a condition not yet reported is `Pending`)."""
         out = [self.items[t].to_dict() for t in CONDITIONS if t in self.items]
         failing = [t for t in CONDITIONS if not self.ok(t)]
-        out.append({"type": "Ready", "status": "False" if failing else "True",
-                    "reason": "NotInSync" if failing else "InSync",
-                    "message": f"not true: {', '.join(failing)}" if failing else "labels and Kueue objects in sync",
+        if not failing:
+            reason, message = "InSync", "labels and Kueue objects in sync"
+        elif failing[0] in self.items:
+            first = self.items[failing[0]]
+            reason, message = first.reason, f"{first.type}: {first.message}"
+        else:
+            reason, message = "Pending", f"{failing[0]} not reported yet"
+        out.append({"type": "Ready", "status": "False" if failing else "True", "reason": reason,
+                    "message": message[:MAX_MESSAGE],
                     "lastTransitionTime": max((c["lastTransitionTime"] for c in out), default=now_iso())})
         return out
 
 
 def status_body(conditions: Conditions, counts: Mapping[str, int], snapshot: Snapshot | None,
-                problems: Iterable[Problem], source: str | None, kueue_objects: int) -> dict[str, Any]:
+                problems: Iterable[Problem], source: str | None, kueue_objects: int,
+                health: Mapping[str, Any] | None = None) -> dict[str, Any]:
     problems = list(problems)
-    return {
+    return {**({"health": dict(health)} if health else {}),
         "source": source or "",
         "levels": [{"name": lv.name, "label": lv.label} for lv in snapshot.levels] if snapshot else [],
         "nodes": {"total": sum(counts.get(s, 0) for s in NODE_STATES), **{s: counts.get(s, 0) for s in NODE_STATES}},
@@ -96,16 +109,16 @@ def status_body(conditions: Conditions, counts: Mapping[str, int], snapshot: Sna
 
 
 class Reporter:
-    """Patches the TopologyLabeler's status and posts Events about it (in the operator's namespace)."""
+    """Patches the TopologyLabeler's status and posts Events about it (in EVENT_NAMESPACE)."""
 
-    def __init__(self, kube: Kube, metrics: Metrics, name: str, namespace: str) -> None:
+    def __init__(self, kube: Kube, metrics: Metrics, name: str) -> None:
         self.kube = kube
         self.metrics = metrics
         self.name = name
-        self.namespace = namespace
         self.resource: Mapping[str, Any] | None = None  # the TopologyLabeler, when it exists
         self.source: str | None = None  # the configured source, a field of every logged Event
         self.written: dict[str, Any] | None = None
+        self.failed = False  # the last status write failed
         self.instance = socket.gethostname()
 
     def reference(self) -> dict[str, str]:
@@ -119,13 +132,13 @@ class Reporter:
                                                           extra={"reason": reason, "source": self.source})
         stamp = now_iso()
         body = {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": f"{self.name}.{time.time_ns():x}", "namespace": self.namespace},
+                "metadata": {"name": f"{self.name}.{time.time_ns():x}", "namespace": EVENT_NAMESPACE},
                 "involvedObject": self.reference(), "type": type_, "reason": reason,
                 "message": message[:MAX_MESSAGE], "source": {"component": "topolabel"},
                 "reportingComponent": "topolabel", "reportingInstance": self.instance,
                 "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1}
         try:
-            self.kube.create(f"/api/v1/namespaces/{self.namespace}/events", body)
+            self.kube.create(f"/api/v1/namespaces/{EVENT_NAMESPACE}/events", body)
         except ApiException as exc:
             self.metrics.errors.labels(kind="events").inc()
             log.warning("could not post an Event (%s %s): %s", reason, message, api_error(exc))
@@ -134,11 +147,11 @@ class Reporter:
         if cond is not None:
             self.event("Normal" if cond.status == "True" else "Warning", cond.reason, cond.message)
 
-    def publish(self, status: dict[str, Any]) -> None:
-        """Write the status when it differs from the last one written (and the resource exists)."""
+    def publish(self, status: dict[str, Any], generation: int | None) -> None:
+        """Write the status when it differs from the last one written (and the resource exists).
+        `generation` is the spec generation the operator works with: one it refused does not count."""
         if self.resource is None:
             return
-        generation = (self.resource.get("metadata") or {}).get("generation")
         status = {**status, "observedGeneration": generation} if generation is not None else dict(status)
         if status == self.written:
             return
@@ -146,6 +159,8 @@ class Reporter:
             self.kube.merge_patch(resource_path(self.name, "status"), {"status": {**status, "lastSync": now_iso()}})
         except ApiException as exc:
             self.metrics.errors.labels(kind="status").inc()
+            self.failed = True
             log.warning("could not write the status of %s %s: %s", KIND, self.name, api_error(exc))
             return
+        self.failed = False
         self.written = status

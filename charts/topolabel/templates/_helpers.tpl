@@ -45,7 +45,7 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- end -}}
 
-{{/* The documents of a file under files/ (links to manifests/, so the chart and kustomize share them). */}}
+{{/* The documents of a file under files/ (copies of manifests/ made by hack/chart_files.py, so the chart and kustomize share them). */}}
 {{- define "topolabel.documents" -}}
 {{- $docs := list -}}
 {{- range regexSplit "(?m)^---\\s*$" (.ctx.Files.Get .file) -1 -}}
@@ -73,7 +73,7 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- end -}}
 
-{{/* The ValidatingAdmissionPolicy and its binding in a file under files/ (a link into manifests/), renamed
+{{/* The ValidatingAdmissionPolicy and its binding in a file under files/ (a copy of one in manifests/), renamed
   `name`, labelled `labels` and matching the requests of `user` alone (the policy's first matchCondition). */}}
 {{- define "topolabel.admissionPolicy" -}}
 {{- $args := . -}}

@@ -1,4 +1,5 @@
-"""NVIDIA Topograph's node labels read back as one hierarchy.
+"""Switch chains labelled tier by tier, closest first, read back as one hierarchy: NVIDIA Topograph's labels
+and Nebius's (a `Family` each, in `presets`).
 
 Topograph writes each node's switch chain closest-first: `fabric.topograph.run/tier-0` is the switch the node
 hangs off, tier-1 the one above it, and so on until the chain ends, so chains differ in length and one switch
@@ -11,8 +12,9 @@ The accelerator domain (`accelerator.topograph.run/domain`, the NVLink domain) b
 every domain sits inside one closest switch, else the finest level at which the hierarchy stays a tree, with
 a notice; its optional sub-domain goes below it the same way. A node without a domain is its own domain.
 
-Older Topograph releases wrote other keys (see GENERATIONS); each node is read from the newest set it
-carries. A node Topograph found no topology for carries `tier-0: no-topology`, which is no switch.
+Older releases wrote other keys (a family's generations); each node is read from the newest set it carries. A
+node Topograph found no topology for carries `tier-0: no-topology`, which is no switch. Nebius numbers its chain
+from tier 1, its tier 0 naming the rack's NVLink domain; its family reads that as the accelerator domain.
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Level, check_tree
+from labeler.model import Discovery
 from labeler.nodes import Node
-from labeler.placement import pad_depths
+from labeler.placement import insert_level, pad_depths
 
 NAME = "labels"
 NO_TOPOLOGY = "no-topology"
-ACCELERATOR = "accelerator"
 SUBDOMAIN = "accelerator-sub"
+FABRIC = "fabric tiers"
 
 
 @dataclass(frozen=True)
@@ -40,31 +42,43 @@ class Generation:
     release: str
     prefix: str = ""
     fixed: tuple[str, ...] = ()
+    first: int = 0  # the tier number closest to the node (Nebius's chain starts at 1)
 
     def tiers(self, labels: Mapping[str, str]) -> dict[int, str]:
         """Tier number -> value, for the keys of this generation the node carries."""
         if self.fixed:
             return {i: labels[k].strip() for i, k in enumerate(self.fixed) if labels.get(k, "").strip()}
         pattern = re.compile(re.escape(self.prefix) + r"([0-9]+)$")
-        return {int(m.group(1)): v.strip() for k, v in labels.items() if (m := pattern.match(k)) and v.strip()}
+        return {t: v.strip() for k, v in labels.items()
+                if (m := pattern.match(k)) and v.strip() and (t := int(m.group(1))) >= self.first}
 
     def level_name(self, tier: int) -> str:
-        return self.fixed[tier].rsplit("/", 1)[-1] if self.fixed else f"tier-{tier}"
+        return self.fixed[tier - self.first].rsplit("/", 1)[-1] if self.fixed else f"tier-{tier}"
 
 
-# Newest first. v1.0: fabric.topograph.run; v1.0 release candidates: network.topology.nvidia.com/tier-N;
-# v0.4-v0.6: leaf, spine, core; v0.1-v0.3: block (the leaf), spine, datacenter.
-GENERATIONS = (
-    Generation("v1.0", prefix="fabric.topograph.run/tier-"),
-    Generation("v1.0-rc", prefix="network.topology.nvidia.com/tier-"),
-    Generation("v0.4", fixed=tuple(f"network.topology.nvidia.com/{k}" for k in ("leaf", "spine", "core"))),
-    Generation("v0.1", fixed=tuple(f"network.topology.nvidia.com/{k}" for k in ("block", "spine", "datacenter"))),
-)
-# The accelerator domain, newest key first; Topograph leaves its own key off a node whose GPU Operator
-# clique label it was told to defer to (acceleratorDomainSourceLabel), so that label comes last.
-DOMAIN_KEYS = ("accelerator.topograph.run/domain", "xclr.topology.nvidia.com/domain",
-               "network.topology.nvidia.com/accelerator", "nvidia.com/gpu.clique")
-SUBDOMAIN_KEYS = ("accelerator.topograph.run/sub-domain", "xclr.topology.nvidia.com/sub-domain")
+@dataclass(frozen=True)
+class Family:
+    """One writer's tier labels: its generations newest first, the accelerator domain's keys (newest first) and
+    the level that domain becomes, the optional sub-domain's keys, how messages name the writer, and the page
+    its keys come from."""
+
+    writer: str
+    generations: tuple[Generation, ...]
+    domain_keys: tuple[str, ...]
+    accelerator: str = "accelerator"
+    subdomain_keys: tuple[str, ...] = ()
+    source: str = ""  # the documentation page the keys come from
+
+    @property
+    def origin(self) -> str:
+        return f"{NAME} ({self.writer.lower()})"
+
+    def keys(self) -> str:
+        """The keys a node may carry, for messages."""
+        first = self.generations[0]
+        chain = f"{first.prefix}N" if first.prefix else ", ".join(first.fixed)
+        older = " or older releases' keys" if len(self.generations) > 1 else ""
+        return f"{chain}, {self.domain_keys[0]}{older}"
 
 
 @dataclass
@@ -79,8 +93,8 @@ class _Read:
     no_topology: bool = False
 
 
-def discover(nodes: Sequence[Node]) -> Discovery:
-    reads = {node.name: _read(node) for node in nodes}
+def discover(nodes: Sequence[Node], family: Family) -> Discovery:
+    reads = {node.name: _read(node, family) for node in nodes}
     has_fabric = any(r.chain for r in reads.values())
     has_domain = any(r.domain for r in reads.values())
     found = Discovery(NAME, ())
@@ -88,41 +102,41 @@ def discover(nodes: Sequence[Node]) -> Discovery:
         return found
     placed = {}
     for node, read in sorted(reads.items()):
-        why = read.problem or _unplaced(read, has_fabric)
+        why = read.problem or _unplaced(read, has_fabric, family)
         if why:
             found.problem(why, node)
         else:
             placed[node] = read
-    _notices(found, reads)
+    _notices(found, reads, family)
     if has_fabric:
-        _fabric_levels(found, placed)
+        _fabric_levels(found, placed, family)
     if has_domain:
-        _accelerator_levels(found, placed)
+        _accelerator_levels(found, placed, family)
     return found
 
 
-def _read(node: Node) -> _Read:
+def _read(node: Node, family: Family) -> _Read:
     labels = node.labels
-    read = _Read(domain=_first(labels, DOMAIN_KEYS))
-    read.subdomain = _first(labels, SUBDOMAIN_KEYS) if read.domain else ""
-    carried = [(g, tiers) for g in GENERATIONS if (tiers := g.tiers(labels))]
+    read = _Read(domain=_first(labels, family.domain_keys))
+    read.subdomain = _first(labels, family.subdomain_keys) if read.domain else ""
+    carried = [(g, tiers) for g in family.generations if (tiers := g.tiers(labels))]
     if not carried:
         return read
     # the newest complete chain; keys shared by two releases (spine) do not make a chain on their own
-    generation, tiers = next(((g, t) for g, t in carried if _gaps(t) == []), carried[0])
+    generation, tiers = next(((g, t) for g, t in carried if _gaps(g, t) == []), carried[0])
     read.generation = generation
-    if tiers == {0: NO_TOPOLOGY}:
+    if tiers == {generation.first: NO_TOPOLOGY}:
         read.no_topology = True
         return read
-    if _gaps(tiers):
-        keys = ", ".join(_key(generation, t) for t in _gaps(tiers))
+    if _gaps(generation, tiers):
+        keys = ", ".join(_key(generation, t) for t in _gaps(generation, tiers))
         read.problem = f"is missing {keys} between switches it has; left as it is"
     read.chain = tuple(tiers[t] for t in sorted(tiers))
     return read
 
 
-def _gaps(tiers: Mapping[int, str]) -> list[int]:
-    return [t for t in range(max(tiers)) if t not in tiers]
+def _gaps(generation: Generation, tiers: Mapping[int, str]) -> list[int]:
+    return [t for t in range(generation.first, max(tiers)) if t not in tiers]
 
 
 def _key(generation: Generation, tier: int) -> str:
@@ -133,41 +147,40 @@ def _first(labels: Mapping[str, str], keys: Sequence[str]) -> str:
     return next((labels[k].strip() for k in keys if labels.get(k, "").strip()), "")
 
 
-def _unplaced(read: _Read, has_fabric: bool) -> str:
+def _unplaced(read: _Read, has_fabric: bool, family: Family) -> str:
     if read.no_topology and not read.domain:
-        return f"Topograph found no topology for it (its tier-0 is the placeholder {NO_TOPOLOGY!r})"
+        return f"{family.writer} found no topology for it (its closest tier is the placeholder {NO_TOPOLOGY!r})"
     if read.chain or (read.domain and not has_fabric):
         return ""
     if read.domain:
-        return "has an accelerator domain but no Topograph fabric tier labels; left as it is"
-    return ("has none of Topograph's labels (fabric.topograph.run/tier-N, accelerator.topograph.run/domain "
-            "or the older network.topology.nvidia.com/ keys)")
+        return f"has an accelerator domain but no {family.writer} fabric tier labels; left as it is"
+    return f"has none of {family.writer}'s labels ({family.keys()})"
 
 
-def _notices(found: Discovery, reads: Mapping[str, _Read]) -> None:
+def _notices(found: Discovery, reads: Mapping[str, _Read], family: Family) -> None:
     used = Counter(r.generation.release for r in reads.values() if r.generation and r.chain)
-    newest = next((g.release for g in GENERATIONS if used[g.release]), None)
+    newest = next((g.release for g in family.generations if used[g.release]), None)
     older = sorted(n for n, r in reads.items() if r.generation and r.chain and r.generation.release != newest)
     if older:
-        found.problem(f"{len(older)} node(s) carry only an older Topograph release's keys and were read from "
-                      f"them (e.g. {', '.join(older[:3])}); the others carry the {newest} keys")
+        found.problem(f"{len(older)} node(s) carry only an older {family.writer} release's keys and were read "
+                      f"from them (e.g. {', '.join(older[:3])}); the others carry the {newest} keys")
 
 
-def _fabric_levels(found: Discovery, reads: Mapping[str, _Read]) -> None:
+def _fabric_levels(found: Discovery, reads: Mapping[str, _Read], family: Family) -> None:
     """Chains aligned at their top switch, padded below; the level names of the deepest chain."""
     chains = {n: r.chain for n, r in reads.items() if r.chain}
     if not chains:
         return
-    _check_chains(chains)
+    _check_chains(chains, family)
     depth = max(len(c) for c in chains.values())
     deepest = [r.generation for r in reads.values() if r.chain and len(r.chain) == depth and r.generation]
-    generation = next(g for g in GENERATIONS if g in deepest)
-    found.level_names = tuple(generation.level_name(t) for t in reversed(range(depth)))
+    generation = next(g for g in family.generations if g in deepest)
+    found.level_names = tuple(generation.level_name(generation.first + t) for t in reversed(range(depth)))
     found.paths = {n: tuple(reversed(c)) for n, c in chains.items()}
     pad_depths(found, depth)
 
 
-def _check_chains(chains: Mapping[str, tuple[str, ...]]) -> None:
+def _check_chains(chains: Mapping[str, tuple[str, ...]], family: Family) -> None:
     """Each switch has one chain above it; otherwise the labels do not describe a tree."""
     above: dict[str, tuple[tuple[str, ...], str]] = {}
     for node in sorted(chains):
@@ -176,7 +189,7 @@ def _check_chains(chains: Mapping[str, tuple[str, ...]]) -> None:
             seen = above.setdefault(switch, (chain[i + 1:], node))
             if seen[0] != chain[i + 1:]:
                 raise TopologyError(
-                    f"labels (topograph): switch {switch!r} sits under {_chain(seen[0])} for node {seen[1]} but "
+                    f"{family.origin}: switch {switch!r} sits under {_chain(seen[0])} for node {seen[1]} but "
                     f"under {_chain(chain[i + 1:])} for node {node}: the tier labels do not describe a tree")
 
 
@@ -184,38 +197,21 @@ def _chain(switches: tuple[str, ...]) -> str:
     return " < ".join(switches) if switches else "nothing (a top switch)"
 
 
-def _accelerator_levels(found: Discovery, reads: Mapping[str, _Read]) -> None:
+def _accelerator_levels(found: Discovery, reads: Mapping[str, _Read], family: Family) -> None:
+    name = family.accelerator
     if not found.level_names:  # no fabric: the accelerator domain alone, as the nvlink preset reads it
-        found.level_names = (ACCELERATOR,)
+        found.level_names = (name,)
         found.paths = {n: (r.domain,) for n, r in reads.items() if r.domain}
         return
     fabric = found.level_names
-    at = _insert(found, {n: r.domain for n, r in reads.items()}, ACCELERATOR, 0)
+    at = insert_level(found, {n: r.domain for n, r in reads.items()}, name, within=FABRIC, origin=family.origin)
     if at < len(fabric):
-        found.problem(f"accelerator domains span several {fabric[at]} domains, so the accelerator level sits "
+        found.problem(f"{name} domains span several {fabric[at]} domains, so the {name} level sits "
                       f"above {fabric[at]} (levels: {' > '.join(found.level_names)})")
     subs = {n: r.subdomain or r.domain for n, r in reads.items() if r.domain}
     if any(r.subdomain for r in reads.values()):
         try:
-            _insert(found, subs, SUBDOMAIN, at + 1)
+            insert_level(found, subs, SUBDOMAIN, at + 1, within=FABRIC, origin=family.origin)
         except TopologyError as exc:  # the optional finer level is left out; the domain stays
             found.problem(f"{exc}; the {SUBDOMAIN} level is left out")
 
-
-def _insert(found: Discovery, column: Mapping[str, str], name: str, lowest: int) -> int:
-    """Add a level at the finest position (not above `lowest`) where every domain keeps one parent.
-
-    A node without a value in `column` is its own domain there: the next finer level's value, or its name.
-    """
-    depth = len(found.level_names)
-    errors: list[str] = []
-    for at in range(depth, lowest - 1, -1):
-        names = found.level_names[:at] + (name,) + found.level_names[at:]
-        paths = {n: p[:at] + (column.get(n) or (p[at] if at < depth else n),) + p[at:] for n, p in found.paths.items()}
-        problems = check_tree([Level(x, x) for x in names], paths)
-        if not problems:
-            found.level_names, found.paths = names, paths
-            return at
-        errors = errors or problems
-    raise TopologyError(f"labels (topograph): the {name} domains do not nest in the fabric tiers at any level: "
-                        + "; ".join(errors[:3]))

@@ -1,0 +1,47 @@
+"""The last step of both fabric sources (infiniband, ufm): from a fabric to each node's place.
+
+Who owns which HCA (a GUID map file, node annotations), which HCAs count (`--hca-pattern`), which part of the
+fabric to leave out (`--ib-exclude`), then the placement. Loaded only when a source runs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from labeler.documents import read_document
+from labeler.errors import InputError, SourceError
+from labeler.model import Discovery
+
+from ..base import SourceContext
+from .fabric import Fabric
+from .hosts import GuidMap, add_annotations, guid_map_from
+from .options import FabricOptions, split_guids
+from .parse import parse_guid
+from .place import Request, place
+from .select import Exclusion, exclude
+
+
+def locate(fabric: Fabric, opts: FabricOptions, ctx: SourceContext, origin: str, source: str,
+           notices: Sequence[str] = ()) -> Discovery:
+    """Each node's place in `fabric`, read by `source` from `origin`; `notices` are the reader's own problems."""
+    guids = GuidMap()
+    if opts.guid_map:
+        try:
+            guids = guid_map_from(read_document(opts.guid_map), opts.guid_map)
+        except InputError as exc:
+            raise SourceError(str(exc)) from None
+    add_annotations(guids, ctx.nodes, opts.guid_annotation)
+    fabric, left_out = exclude(fabric, exclusion(opts))
+    pattern = re.compile(opts.hca_pattern) if opts.hca_pattern else None
+    found = place(fabric, Request(ctx.nodes, guids, pattern, origin, source))
+    for message in (*notices, *([left_out] if left_out else [])):
+        found.problem(message)
+    return found
+
+
+def exclusion(opts: FabricOptions) -> Exclusion:
+    """What `--ib-exclude` and `--ib-exclude-guids` select (their values were checked with the options)."""
+    pattern = re.compile(opts.ib_exclude) if opts.ib_exclude else None
+    guids = frozenset(parse_guid(g) for g in split_guids(opts.ib_exclude_guids)) if opts.ib_exclude_guids else frozenset()
+    return Exclusion(pattern, guids)
