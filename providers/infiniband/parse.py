@@ -33,12 +33,12 @@ _NODE_INITIALS = frozenset(name[0] for name in KINDS)
 # Slowest first: a link is degraded when its speed ranks below the fabric's usual one.
 SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 
-_HEADER = re.compile(
+_HEADER = (  # the expressions of the line-by-line reading compile when it runs (start-up time)
     r'^(Switch|Ca|Rt)\s+([0-9]{1,9})\s+"([SHR]-[0-9a-fA-F]+)"'
     r'(?:\s*#\s*"(.*)"(?:\s+(?:enhanced|base)\s+port\b.*|\s*\(scp\))?)?\s*$')
 # Switch ports end `# "remote desc" lid L 4xHDR`; CA ports start with their own port GUID and end
 # `# lid L lmc M "remote desc" lid RL 4xHDR`. `-g` adds `[ext N]`, `--full` appends `s= w= v=`.
-_PORT = re.compile(
+_PORT = (
     r'^\[([0-9]{1,9})\](?:\[ext [0-9]+\])?(?:\(([0-9a-fA-F]+)\))?\s*'
     r'"([SHR]-[0-9a-fA-F]+)"\[([0-9]{1,9})\](?:\[ext [0-9]+\])?\s*'
     r'(?:\(([0-9a-fA-F]+)\))?\s*#\s*(?:lid\s+[0-9]+\s+lmc\s+[0-9]+\s+)?"(.*)"\s+lid\s+[0-9]+\s+(\S+)')
@@ -52,7 +52,7 @@ _RECORDS = re.compile(
 # `str.splitlines` ends lines at these too; text holding any is read line by line.
 _OTHER_LINE_ENDS = ("\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 _RATE = re.compile(r"^([0-9]{1,9})x([A-Z0-9]+)$")
-_NAME_MAP_LINE = re.compile(r'^(?P<guid>\S+)\s+(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"#\s][^#]*?))\s*(?:#.*)?$')
+_NAME_MAP_LINE = r'^(?P<guid>\S+)\s+(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"#\s][^#]*?))\s*(?:#.*)?$'
 
 # A record: node type, port count, id, description for a node line; port, port GUID, remote id, remote port,
 # remote port GUID, remote description, rate for a port line (the other kind's fields empty).
@@ -127,16 +127,16 @@ class _LineRecords:
         self.text, self.origin, self.lineno = text, origin, 0
 
     def __iter__(self) -> Iterator[Record]:
-        origin = self.origin
+        origin, port_line, node_line = self.origin, re.compile(_PORT), re.compile(_HEADER)
         for self.lineno, line in enumerate(self.text.splitlines(), start=1):
             first = line[:1]
             if first == "[":
-                match = _PORT.match(line)
+                match = port_line.match(line)
                 if match is None:
                     raise SourceError(f"{origin}:{self.lineno}: cannot read port line {line.strip()[:100]!r}")
                 yield ("", "", "", "", *match.groups(default=""))  # type: ignore[misc]
             elif first in _NODE_INITIALS and line.startswith(_NODE_LINES):
-                match = _HEADER.match(line.rstrip())
+                match = node_line.match(line.rstrip())
                 if match is None:
                     raise SourceError(f"{origin}:{self.lineno}: cannot read node line {line.strip()[:100]!r}")
                 yield (*match.groups(default=""), "", "", "", "", "", "", "")  # type: ignore[misc]
@@ -268,11 +268,12 @@ def _settled_descriptions(guids: list[int], kinds: list[str], own: list[str], pe
 def parse_node_name_map(text: str, origin: str) -> dict[int, str]:
     """An ibnetdiscover/OpenSM node-name-map: `0x<GUID> "name"` per line, `#` comments."""
     names: dict[int, str] = {}
+    map_line = re.compile(_NAME_MAP_LINE)
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        match = _NAME_MAP_LINE.match(line)
+        match = map_line.match(line)
         if not match:
             raise SourceError(f"{origin}:{lineno}: not a node-name-map line: expected '0x<GUID> \"name\"'")
         try:
