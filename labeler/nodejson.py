@@ -20,9 +20,11 @@ class _Meta(msgspec.Struct):
     annotations: dict[str, str] = {}
 
 
+# Allocatable and taints are kept as their JSON text, decoded once per distinct text (labeler.nodes): the
+# nodes of a pool repeat them, and msgspec cuts a value out faster than it builds one.
 class _Spec(msgspec.Struct):
     providerID: str = ""
-    taints: list[dict[str, str]] = []
+    taints: msgspec.Raw = msgspec.Raw(b"[]")
     unschedulable: bool = False
 
 
@@ -34,7 +36,7 @@ class _Condition(msgspec.Struct):
 
 
 class _Status(msgspec.Struct):
-    allocatable: dict[str, str] = {}
+    allocatable: msgspec.Raw = msgspec.Raw(b"{}")
     conditions: list[_Condition] = []
 
 
@@ -48,3 +50,5 @@ class NodeJSON(msgspec.Struct):
 
 
 decode = msgspec.json.Decoder(NodeJSON).decode
+decode_allocatable = msgspec.json.Decoder(dict[str, str]).decode
+decode_taints = msgspec.json.Decoder(list[dict[str, str]]).decode
