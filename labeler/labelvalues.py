@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Collection, Mapping
 
 from .errors import TopologyError
@@ -131,15 +131,11 @@ def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, i
     """
     out = _kept_values(names, current or {})
     taken = set(out.values())
-    by_value: dict[str, list[str]] = defaultdict(list)
-    for identity in sorted(set(names) - set(out)):
-        by_value[to_value(names[identity])].append(identity)
-    for value, owners in by_value.items():
-        if len(owners) == 1 and value not in taken:
-            out[owners[0]] = value
-        else:
-            for identity in owners:
-                out[identity] = _with_hash(readable(names[identity]), identity)
+    wanted = {identity: to_value(name) for identity, name in names.items() if identity not in out}
+    claims = Counter(wanted.values())
+    for identity, value in wanted.items():
+        out[identity] = value if claims[value] == 1 and value not in taken else \
+            _with_hash(readable(names[identity]), identity)
     if len(set(out.values())) != len(out):
         raise TopologyError("label value collision after hashing; rename one of the domains")
     return out
