@@ -130,13 +130,18 @@ def _numbers(r: _Range) -> str:
     return text + (f"-{r.hi:0{r.width}d}" if r.hi > r.lo else "")
 
 
+def _prefix_order(a: tuple[str, bool], b: tuple[str, bool]) -> int:
+    """Prefixes compared naturally; of one prefix, the name without a number first."""
+    return natcmp(a[0], b[0]) or b[1] - a[1]
+
+
 def _sorted(names: Iterable[str]) -> list[_Range]:
     """Ranges in Slurm's order: prefixes first (few, compared naturally), then numbers within each prefix."""
     by_prefix: dict[tuple[str, bool], list[_Range]] = defaultdict(list)
     for name in set(names):
         r = _parse(name)
         by_prefix[(r.prefix, r.single)].append(r)
-    prefixes = sorted(by_prefix, key=cmp_to_key(lambda a, b: natcmp(a[0], b[0]) or b[1] - a[1]))
+    prefixes = sorted(by_prefix, key=cmp_to_key(_prefix_order))
     out = []
     for prefix in prefixes:
         group = by_prefix[prefix]

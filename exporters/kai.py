@@ -8,14 +8,14 @@ instead of an edit the API server refuses.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from labeler.config import Config, KueueConfig
 from labeler.model import Snapshot
 from labeler.names import MANAGED_BY, hashed_name, topology_keys
 from labeler.nodes import Node
 
-from .base import Export, Exporter, no_arguments
+from .base import Export, Exporter, NoOptions, no_arguments
 
 API_VERSION = "kai.scheduler/v1alpha1"
 
@@ -28,8 +28,8 @@ def kai_topology(snapshot: Snapshot, cfg: KueueConfig = KueueConfig()) -> dict[s
             "spec": {"levels": [{"nodeLabel": k} for k in keys]}}
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
+def _export(snapshot: Snapshot, cfg: Config, options: NoOptions, nodes: Sequence[Node]) -> Export:
     return Export(objects=[kai_topology(snapshot, cfg.kueue)])
 
 
-EXPORTER = Exporter("kai", "the KAI scheduler Topology", True, no_arguments, _export)
+EXPORTER = Exporter("kai", "the KAI scheduler Topology", True, no_arguments, _export, NoOptions)

@@ -12,7 +12,6 @@ NodeFeature to its node. All live in NFD's namespace, where its master watches t
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from labeler.config import Config
@@ -22,7 +21,7 @@ from labeler.model import Snapshot
 from labeler.names import MANAGED_BY, dns_name, name_problem
 from labeler.nodes import Node
 
-from .base import Export, Exporter
+from .base import Export, Exporter, Options
 from .domains import domain_forest, domain_names
 
 API_VERSION = "nfd.k8s-sigs.io/v1alpha1"
@@ -33,9 +32,8 @@ DEFAULT_NAMESPACE = "node-feature-discovery"
 MAX_NAME = 253
 
 
-@dataclass(frozen=True)
-class NfdOptions:
-    """Where NFD's master runs: the namespace of every object."""
+class NfdOptions(Options):
+    """Where NFD's master runs: the namespace of every object (`export.nfd`, `--namespace`)."""
 
     namespace: str = DEFAULT_NAMESPACE
 
@@ -78,13 +76,13 @@ def _feature_name(node: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--namespace", metavar="NS", default=DEFAULT_NAMESPACE,
+    parser.add_argument("--namespace", metavar="NS",
                         help=f"NFD's namespace, where its master watches NodeFeatures (default: {DEFAULT_NAMESPACE})")
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
-    return Export(objects=nfd_objects(snapshot, NfdOptions(flags["namespace"])))
+def _export(snapshot: Snapshot, cfg: Config, options: NfdOptions, nodes: Sequence[Node]) -> Export:
+    return Export(objects=nfd_objects(snapshot, options))
 
 
 EXPORTER = Exporter("nfd", "Node Feature Discovery: a NodeFeatureGroup per domain, a NodeFeature per node", True,
-                    add_arguments, _export)
+                    add_arguments, _export, NfdOptions)

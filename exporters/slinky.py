@@ -20,6 +20,8 @@ import argparse
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
+from pydantic import Field
+
 from labeler.config import Config
 from labeler.errors import TopologyError
 from labeler.model import Snapshot
@@ -27,7 +29,8 @@ from labeler.names import MANAGED_BY, name_problem
 from labeler.nodes import Node
 
 from .base import Export, Exporter
-from .slurm import NameRule, SlurmOptions, add_arguments as slurm_arguments, options_from, slurm_topologies
+from .slurm import (NameRule, SlurmLayout, SlurmOptions, add_arguments as slurm_arguments, slurm_options,
+                    slurm_topologies)
 from .slurm.topologies import topology_yaml
 
 ANNOTATION = "topology.slinky.slurm.net/spec"  # slurm-operator's AnnotationNodeTopologySpec
@@ -47,6 +50,16 @@ class SlinkyOptions:
     slurm: SlurmOptions = field(default_factory=lambda: SlurmOptions(format="yaml"))
 
 
+class SlinkyExportOptions(SlurmLayout):
+    """`export.slinky` and the flags of `topolabel export slinky`: Slurm's layout (as `export.slurm`'s, without
+    a format: always topology.yaml), the ConfigMap, and skeleton mode."""
+
+    configmap: str = Field(DEFAULT_NAME, description="The ConfigMap the Controller's configFileRefs names")
+    namespace: str = Field(DEFAULT_NAMESPACE, description="The Slurm cluster's namespace")
+    skeleton: bool = Field(False, description=f"Switches and blocks without nodes, and each node's {ANNOTATION} "
+                                              "annotation for slurm-operator's dynamic topology")
+
+
 def export_slinky(snapshot: Snapshot, options: SlinkyOptions = SlinkyOptions(), nodes: Sequence[Node] = ()) -> Export:
     """The ConfigMap, and in skeleton mode each node's annotation."""
     for what, value, dots in (("ConfigMap name", options.name, True), ("namespace", options.namespace, False)):
@@ -62,7 +75,7 @@ def export_slinky(snapshot: Snapshot, options: SlinkyOptions = SlinkyOptions(), 
         unsized = [t.name for t in found.topologies if t.plugin == "block" and not _sized(t.name, slurm)]
         if unsized:
             raise TopologyError(f"slinky --skeleton: block topology {', '.join(unsized)} needs its block sizes given "
-                                "(--block-sizes or export.slurm.topologies[].blockSizes): computed ones follow the "
+                                "(--block-sizes or export.slinky.topologies[].blockSizes): computed ones follow the "
                                 "smallest block's node count, and would change the skeleton as nodes come and go")
         annotations = _annotations(found.topologies, found.names)
     text = found.header + topology_yaml([t.entry(options.skeleton) for t in found.topologies])
@@ -92,20 +105,19 @@ def _annotations(topologies: Sequence[Any], names: Mapping[str, str]) -> dict[st
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     slurm_arguments(parser, formats=False)
-    parser.add_argument("--configmap", metavar="NAME", default=DEFAULT_NAME,
+    parser.add_argument("--configmap", metavar="NAME",
                         help=f"the ConfigMap the Controller's configFileRefs names (default: {DEFAULT_NAME})")
-    parser.add_argument("--namespace", metavar="NS", default=DEFAULT_NAMESPACE,
+    parser.add_argument("--namespace", metavar="NS",
                         help=f"the Slurm cluster's namespace (default: {DEFAULT_NAMESPACE})")
-    parser.add_argument("--skeleton", action="store_true",
+    parser.add_argument("--skeleton", action="store_true", default=None,
                         help=f"switches and blocks without nodes, and each node's {ANNOTATION} annotation for "
                              "slurm-operator's dynamic topology: node churn then never changes the ConfigMap")
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
-    options = SlinkyOptions(flags["configmap"], flags["namespace"], flags["skeleton"],
-                            options_from(cfg, flags, format="yaml"))
+def _export(snapshot: Snapshot, cfg: Config, given: SlinkyExportOptions, nodes: Sequence[Node]) -> Export:
+    options = SlinkyOptions(given.configmap, given.namespace, given.skeleton, slurm_options(given, format="yaml"))
     return export_slinky(snapshot, options, nodes)
 
 
 EXPORTER = Exporter("slinky", "Slinky slurm-operator: a ConfigMap with topology.yaml (and node annotations)", True,
-                    add_arguments, _export, annotates=True)
+                    add_arguments, _export, SlinkyExportOptions, annotates=True)

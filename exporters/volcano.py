@@ -7,14 +7,14 @@ tier lists the HyperNodes of the level below by name. `tierName` carries the lev
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from labeler.config import Config
 from labeler.model import Snapshot
 from labeler.names import MANAGED_BY
 from labeler.nodes import Node
 
-from .base import Export, Exporter, no_arguments
+from .base import Export, Exporter, NoOptions, no_arguments
 from .domains import domain_forest, domain_names
 
 API_VERSION = "topology.volcano.sh/v1alpha1"
@@ -45,8 +45,8 @@ def _member(kind: str, name: str) -> dict[str, Any]:
     return {"type": kind, "selector": {"exactMatch": {"name": name}}}
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
+def _export(snapshot: Snapshot, cfg: Config, options: NoOptions, nodes: Sequence[Node]) -> Export:
     return Export(objects=hypernodes(snapshot))
 
 
-EXPORTER = Exporter("volcano", "Volcano HyperNodes, one per domain", True, no_arguments, _export)
+EXPORTER = Exporter("volcano", "Volcano HyperNodes, one per domain", True, no_arguments, _export, NoOptions)

@@ -21,6 +21,7 @@ COPIES = {
     "files/agent-admission-policy.yaml": "manifests/agent/admission-policy.yaml",
     "files/ib-collector-rbac.yaml": "manifests/ib-collector/rbac.yaml",
     "files/ib-collector-admission-policy.yaml": "manifests/ib-collector/admission-policy.yaml",
+    "files/capacity-rbac.yaml": "manifests/capacity/rbac.yaml",
 }
 
 

@@ -245,7 +245,7 @@ def read_dir(directory: Path, generator: str) -> Directory:
 
 def diff(old: dict[str, str], new: dict[str, str]) -> str:
     """A unified diff from what is in the directory to what would be generated."""
-    chunks = []
+    chunks: list[str] = []
     for name in sorted(set(old) | set(new)):
         before, after = old.get(name, ""), new.get(name, "")
         if before != after:

@@ -17,8 +17,8 @@ from labeler.config import Config, KueueConfig, PoolConfig
 from labeler.model import Level, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION as API_VERSION, hashed_name, topology_keys
 from labeler.nodes import Node
+from labeler.quantities import stored
 
-from .quantities import stored
 from .queues import PoolFlavor, meta, queue_objects
 
 

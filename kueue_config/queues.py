@@ -20,10 +20,10 @@ from labeler.config import KueueConfig
 from labeler.errors import TopologyError
 from labeler.model import Problem
 from labeler.names import KUEUE_API_VERSION as API_VERSION, MANAGED_BY
+from labeler.quantities import format_quantity
 from labeler.queues import Amounts, ClusterQueueConfig, CohortConfig, FairSharing
 from labeler.validation import did_you_mean
 
-from .quantities import format_quantity
 
 MAX_FLAVORS = 64  # per resource group, from the ClusterQueue schema (Kueue v0.19)
 SOURCE = "kueue"

@@ -14,13 +14,14 @@ from .kube import CallStats, api_error, call_with_retries
 from .plan import Plan
 from .progress import Progress, quiet
 
-Patcher = Callable[[str, dict], None]
+Patcher = Callable[[str, dict[str, Any]], None]
 
 
 class Change(Protocol):
     """One node's change: the node and the merge patch that makes it (`plan.NodeChange`, `AnnotationChange`)."""
 
-    node: str
+    @property
+    def node(self) -> str: ...  # read-only: the changes are frozen dataclasses
 
     def patch(self) -> dict[str, Any]: ...
 
@@ -55,7 +56,7 @@ class ApplyResult:
     unreachable: list[str] = field(default_factory=list)
     retries: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"written": len(self.written), "failed": dict(sorted(self.failed.items())), "retries": self.retries}
 
 

@@ -21,8 +21,9 @@
       enabled: true
       taint: {effect: NoSchedule}
       domains: [{level: leafgroup, nodes: 2}]
-    export:
+    export:                            # per output format, its options (as its flags; exporters.<format>)
       slurm:
+        format: yaml
         topologies:                    # topology.yaml's named topologies (docs/exports.md)
           - {name: gpu, plugin: block, nodeSelector: {nvidia.com/gpu.present: "true"}, clusterDefault: true}
 
@@ -131,27 +132,6 @@ class KueueConfig(_Model):
                                     self.default_queue(), loc)
 
 
-class SlurmTopologyConfig(_Model):
-    """One named topology of topology.yaml (`topolabel export slurm --format yaml`); checked by the exporter."""
-
-    name: str
-    plugin: Literal["tree", "block", "flat"] = "tree"
-    node_selector: dict[str, str] = Field(default_factory=dict, alias="nodeSelector")
-    cluster_default: bool = Field(False, alias="clusterDefault")
-    block_level: str | None = Field(None, alias="blockLevel")
-    block_sizes: list[int] = Field(default_factory=list, alias="blockSizes")
-
-
-class SlurmExportConfig(_Model):
-    topologies: list[SlurmTopologyConfig] = Field(default_factory=list)
-
-
-class ExportConfig(_Model):
-    """Options of `topolabel export` (docs/exports.md); the operator does not use them."""
-
-    slurm: SlurmExportConfig = Field(default_factory=SlurmExportConfig)
-
-
 TAINT_PREFIX = "topolabel.dev/"  # the operator writes only taints under it (docs/health.md, the admission policy)
 
 
@@ -243,7 +223,9 @@ class Config(_Model):
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
     pools: PoolConfig = Field(default_factory=PoolConfig)
     kueue: KueueConfig = Field(default_factory=KueueConfig)
-    export: ExportConfig = Field(default_factory=ExportConfig)
+    export: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Options of `topolabel export` per output format (docs/exports.md): the "
+                                          "same names as its flags; the operator does not use them")
     health: HealthConfig = Field(default_factory=HealthConfig)
 
     @field_validator("key_prefix")
@@ -266,31 +248,37 @@ class Config(_Model):
                       tuple(DomainRule(r.level, self.level_key(r.level), r.nodes, r.fraction) for r in h.domains))
 
 
-OptionModels = Mapping[str, type[BaseModel]]  # source type -> the model of its options
+OptionModels = Mapping[str, type[BaseModel]]  # source type or output format -> the model of its options
 
 
-def load_config(path: str | Path | None, sources: OptionModels | None = None) -> Config:
+def load_config(path: str | Path | None, sources: OptionModels | None = None,
+                exporters: OptionModels | None = None) -> Config:
     """The config at `path` (defaults when None), with errors naming the file and every bad key."""
     if path is None:
         return Config()
     data = read_document(path) or {}
-    return parse_config(data, str(path), sources)
+    return parse_config(data, str(path), sources, exporters)
 
 
-def parse_config(data: Any, origin: str, sources: OptionModels | None = None) -> Config:
-    """A valid config, or an `InputError` listing every problem at its path. With `sources` (the option
-    models of each source type), the `source` section's options are checked too."""
-    cfg, found = config_issues(data, sources)
+def parse_config(data: Any, origin: str, sources: OptionModels | None = None,
+                 exporters: OptionModels | None = None) -> Config:
+    """A valid config, or an `InputError` listing every problem at its path. With `sources` and `exporters`
+    (the option models of each source type and output format), their sections' options are checked too."""
+    cfg, found = config_issues(data, sources, exporters)
     if cfg is None or found:
         raise InputError(f"{origin}: {one_line(found)}")
     return cfg
 
 
-def config_issues(data: Any, sources: OptionModels | None = None) -> tuple[Config | None, list[Issue]]:
-    """Every problem in a config document at once: the shape, the source's options, cross-references."""
+def config_issues(data: Any, sources: OptionModels | None = None,
+                  exporters: OptionModels | None = None) -> tuple[Config | None, list[Issue]]:
+    """Every problem in a config document at once: the shape, the source's and exports' options,
+    cross-references."""
     cfg, found = model_issues(Config, data)
     if sources is not None and isinstance(data, Mapping) and isinstance(data.get("source"), Mapping):
         found += source_issues(data["source"], sources)
+    if exporters is not None and isinstance(data, Mapping) and isinstance(data.get("export"), Mapping):
+        found += export_issues(data["export"], exporters)
     if cfg is not None:
         found += cfg.kueue.issues(cfg.pools.resources, ("kueue",))
         found += cfg.health.issues(("health",))
@@ -308,6 +296,18 @@ def source_issues(section: Mapping[str, Any], sources: OptionModels) -> list[Iss
     return options_issues(sources[kind], {k: v for k, v in section.items() if k != "type"}, ("source",))
 
 
+def export_issues(section: Mapping[str, Any], exporters: OptionModels) -> list[Issue]:
+    """Each output format's options in the `export` section checked against its model, at paths under
+    `export.<name>`; only the formats named are looked up (`exporters` may load each model when asked)."""
+    found = []
+    for name, options in section.items():
+        if name not in exporters:
+            found.append(Issue(("export", name), "unknown output format" + did_you_mean(str(name), exporters)))
+        elif isinstance(options, Mapping):
+            found += options_issues(exporters[name], options, ("export", name), own=())
+    return found
+
+
 def options_issues(model: type[BaseModel], options: Mapping[str, Any], prefix: Loc,
                    own: tuple[str, ...] = ("type",)) -> list[Issue]:
     """A source's options, as a config writes them (camelCase), checked against its model, at paths under
@@ -316,7 +316,7 @@ def options_issues(model: type[BaseModel], options: Mapping[str, Any], prefix: L
     _, found = model_issues(model, {snake(k): v for k, v in options.items()}, prefix, written)
     known = [*own, *(camel(name) for name in model.model_fields)]
     return [Issue(i.loc, "unknown key" + did_you_mean(str(i.loc[-1]), known))
-            if i.message.startswith("unknown key") else i for i in found]
+            if i.message.startswith("unknown key") and len(i.loc) == len(prefix) + 1 else i for i in found]
 
 
 def validation_details(exc: ValidationError, model: type[BaseModel]) -> str:

@@ -1,9 +1,10 @@
 """JSON Schemas of topolabel.yaml, generated from the config model, for editors, Helm and the CRD.
 
-`config_schema(sources)` is the schema of topolabel.yaml (JSON Schema 2020-12): the pydantic model's schema,
-with the `source` section spelled out per source type from each source's options model (keys as the file
-writes them, camelCase). The YAML language server completes and checks a file that names it. Callers pass
-the option models (`providers.registry.option_models()`), since the core does not know the sources.
+`config_schema(sources, exporters)` is the schema of topolabel.yaml (JSON Schema 2020-12): the pydantic
+model's schema, with the `source` section spelled out per source type and the `export` section per output
+format, from each one's options model (keys as the file writes them, camelCase). The YAML language server
+completes and checks a file that names it. Callers pass the option models (`providers.registry.option_models()`,
+`exporters.registry.option_models()`), since the core knows neither the sources nor the outputs.
 
 `resource_schema(config)` wraps it as the TopologyLabeler custom resource (the config is its `spec`), and
 `structural(config)` turns it into the OpenAPI v3 form a CRD's `openAPIV3Schema` accepts (no $refs or
@@ -27,14 +28,19 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 Schema = dict[str, Any]
 
 
-def config_schema(sources: OptionModels) -> Schema:
-    """The schema of topolabel.yaml, with every source's options."""
+def config_schema(sources: OptionModels, exporters: OptionModels) -> Schema:
+    """The schema of topolabel.yaml, with every source's and every output format's options."""
     schema = _untitled(Config.model_json_schema(by_alias=True))
     defs = schema.setdefault("$defs", {})
     defs["SourceConfig"] = {
         "description": "Where topology comes from: `type` picks the source, the other keys are its options "
                        "(the same names as its flags, camelCase).",
         "oneOf": [options_schema(name, model, defs) for name, model in sorted(sources.items())],
+    }
+    export = schema["properties"]["export"]
+    schema["properties"]["export"] = {
+        "description": export["description"], "type": "object", "additionalProperties": False,
+        "properties": {name: _options_object(f"{name} export", model, defs) for name, model in exporters.items()},
     }
     return {"$schema": DIALECT, "$id": "https://topolabel.dev/schemas/topolabel.schema.json",
             "title": "topolabel.yaml", **{k: v for k, v in schema.items() if k != "title"}}
@@ -43,12 +49,17 @@ def config_schema(sources: OptionModels) -> Schema:
 def options_schema(name: str, model: type[BaseModel], defs: dict[str, Any], *, own: Mapping[str, Any] = {}) -> Schema:
     """One source's options as an object whose `type` is `name`; `own` adds keys of the caller (a combined
     source's part adds `levels` and `missing`). Nested definitions go into `defs`."""
+    return _options_object(f"{name} source", model, defs, {"type": {"const": name}, **own})
+
+
+def _options_object(title: str, model: type[BaseModel], defs: dict[str, Any], own: Mapping[str, Any] = {}) -> Schema:
+    """An options model as the file writes it (camelCase keys), after the caller's `own` keys."""
     schema = _untitled(model.model_json_schema(by_alias=True))
     defs.update(schema.pop("$defs", {}))
-    props = {"type": {"const": name}, **own, **{camel(k): v for k, v in (schema.get("properties") or {}).items()}}
-    out: Schema = {"type": "object", "title": f"{name} source", "properties": props,
-                   "required": ["type", *(camel(k) for k in schema.get("required") or [])],
-                   "additionalProperties": False}
+    props = {**own, **{camel(k): v for k, v in (schema.get("properties") or {}).items()}}
+    required = [*(k for k in own if k == "type"), *(camel(k) for k in schema.get("required") or [])]
+    out: Schema = {"type": "object", "title": title, "properties": props,
+                   **({"required": required} if required else {}), "additionalProperties": False}
     if schema.get("description"):
         out["description"] = schema["description"]
     return out
@@ -138,7 +149,7 @@ def _structural(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Schema:
         out["enum"] = [node["const"]]
     if "exclusiveMinimum" in node:
         out.update(minimum=node["exclusiveMinimum"], exclusiveMinimum=True)
-    if "properties" in node:
+    if node.get("properties"):  # never empty: the server drops it, and helm's server-side apply then conflicts
         out["properties"] = {k: _structural(v, defs) for k, v in node["properties"].items()}
     if "items" in node:
         out["items"] = _structural(node["items"], defs)

@@ -130,7 +130,7 @@ def check_yaml(text: str, origin: str) -> None:
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels (line {event.start_mark.line + 1})")
+                    raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels (line {_line(event)})")
                 sizes.append(1)
                 anchors.append(event.anchor)
                 continue
@@ -144,7 +144,7 @@ def check_yaml(text: str, origin: str) -> None:
                 if event.anchor:
                     known[event.anchor] = 1
             elif isinstance(event, yaml.AliasEvent):
-                size = known.get(event.anchor, 1)
+                size = known.get(event.anchor or "", 1)
             else:
                 continue
             if sizes:
@@ -153,9 +153,15 @@ def check_yaml(text: str, origin: str) -> None:
                 expanded += size
             if expanded + sum(sizes) > MAX_EXPANSION * events + _SLACK:
                 raise InputError(f"{origin}: aliases expand the document to more than {MAX_EXPANSION} times its size "
-                                 f"(line {event.start_mark.line + 1}); refused")
+                                 f"(line {_line(event)}); refused")
     except yaml.YAMLError as exc:
         raise InputError(f"{origin}: not valid YAML: {yaml_error(exc)}") from None
+
+
+def _line(event: Any) -> str:
+    """The line a parser event starts on (libyaml marks every event; PyYAML's types allow none)."""
+    mark = event.start_mark
+    return str(mark.line + 1) if mark is not None else "?"
 
 
 def yaml_error(exc: Exception) -> str:

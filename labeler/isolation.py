@@ -194,8 +194,8 @@ def decide(findings: Iterable[Finding], nodes: Mapping[str, Mapping[str, str]], 
         if count >= policy.degrade_after or h.isolated:
             degraded[name] = NODE_SCOPE
             if not reasons and h.last_bad is not None:
-                before = f" ({'; '.join(h.seen)})" if h.seen else ""
-                reasons = [f"recovering: last bad observation {now - h.last_bad:.0f}s ago{before}, healthy after "
+                seen = f" ({'; '.join(h.seen)})" if h.seen else ""
+                reasons = [f"recovering: last bad observation {now - h.last_bad:.0f}s ago{seen}, healthy after "
                            f"{policy.recover_after:.0f}s without one"]
         state = SUSPECT if (mine or h.bad) and name not in degraded else HEALTHY
         if state == SUSPECT and mine:

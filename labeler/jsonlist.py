@@ -5,10 +5,14 @@ size; a streaming parser that builds every item as dicts (ijson) spent most of a
 file is read in chunks and each element of the top-level `items` array is handed over as the bytes it spans,
 for the caller to decode with msgspec into just the fields it reads, and drop, before the next is cut.
 
-msgspec has no incremental decoder, but decoding from an item's first byte stops after that item and names the
-next non-blank byte ("trailing characters (byte N)"): that is the item's end, found at C speed. The byte found
-there must be what JSON allows after an array element or member (`,`, `]`, `}`), so a change in that message
-could only ever fail a read loudly, never cut an item wrongly; the tests read every node file through here.
+msgspec has no incremental decoder. Once the bytes between two items are known, whole runs of items are cut by
+one decode of the buffer as an array of `msgspec.Raw` (a decode succeeds only at a real boundary). Elsewhere (the
+first and last items, the members around the list, a run that does not check out) a scanner finds where the
+next value ends: one regular expression matches a whole array or object nested up to `_FAST_DEPTH` deep, strings
+skipped whole; anything else (deeper, cut by the buffer's end, malformed) is walked bracket by bracket, the
+nesting bounded. Every value cut either way is then decoded by msgspec, so what the scanner finds is only ever
+taken when it is one whole JSON value, followed by what JSON allows after an array element or member (`,`, `]`,
+`}`). Only msgspec's documented behaviour is relied on: decoding succeeds or raises DecodeError.
 """
 
 from __future__ import annotations
@@ -23,14 +27,28 @@ import msgspec
 from .errors import InputError
 
 CHUNK = 1 << 20  # bytes read at a time; an item longer than that is read in doubling steps
-MAX_NESTING = 500  # msgspec stops at the interpreter's recursion limit (about 970); real node lists nest ~10 deep
-_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)$")
-_AT_BYTE = re.compile(r"\(byte (\d+)\)$")
-_TRUNCATED = "Input data was truncated"
+MAX_NESTING = 500  # deeper values are refused (msgspec would stop at the recursion limit, ~970); node lists nest ~10
 RUN_TRIES = 3  # separator matches tried per run, from the last in the buffer back
 SEPARATOR = 20  # bytes from a comma between elements that recur between others (`, {"apiVersion": "v1"`)
-_TAIL = 16  # an error this close to the chunk's end may be a number, escape or UTF-8 sequence cut by it
 _BLANK = re.compile(rb"[^ \t\r\n]")
+_STRUCTURE = re.compile(rb'["\[\]{}]')  # inside an array or object, the next byte that matters to its end
+_STRING_REST = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # after an opening quote, up to the closing one
+_SCALAR_END = re.compile(rb"[ \t\r\n,:\]}]")  # a number, true, false or null ends before one of these
+_FAST_DEPTH = 16  # arrays and objects nested this deep are matched at once (node lists nest about 10 deep)
+
+
+def _container(depth: int) -> re.Pattern[bytes]:
+    """An array or object with its brackets balanced up to `depth` levels, strings skipped whole. Which bracket
+    closes which is not checked (a valid document pairs them; msgspec checks the cut), and the quantifiers are
+    possessive, so a failed match never backtracks."""
+    string, other = rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"', rb'[^"{}\[\]]*+'
+    pattern = rb"[\[{]" + other + rb"(?:" + string + other + rb")*+[\]}]"
+    for _ in range(depth - 1):
+        pattern = rb"[\[{]" + other + rb"(?:(?:" + string + rb"|" + pattern + rb")" + other + rb")*+[\]}]"
+    return re.compile(pattern, re.DOTALL)
+
+
+_CONTAINER = _container(_FAST_DEPTH)
 _RAW = msgspec.json.Decoder(msgspec.Raw)
 _KEY = msgspec.json.Decoder(str)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
@@ -69,23 +87,29 @@ class ListScanner:
         return True
 
     def value(self, followers: bytes) -> memoryview:
-        """The next JSON value's bytes; the cursor moves onto the byte after it, which must be in `followers`."""
+        """The next JSON value's bytes, checked by msgspec; the cursor moves onto the next non-blank byte after
+        it, which must be in `followers`."""
         self.peek()
-        while True:
-            view = memoryview(self._data)[self._pos:]
-            try:
-                _RAW.decode(view)
-            except msgspec.DecodeError as exc:
-                end = self._end(exc, view, followers)
-                if end is not None:
-                    self._pos += end
-                    self._want = CHUNK
-                    return view[:end]
-            except RecursionError:
-                raise too_deep(self.origin) from None
+        while (end := value_end(self._data, self._pos, self._eof, self.origin)) is None:
             if not self._more():
                 raise InputError(f"{self.origin}: not valid JSON: the file ends inside a value")
-            self._want *= 2  # a value longer than a chunk: fewer re-reads of its start
+            self._want *= 2  # a value longer than a chunk: fewer re-scans of its start
+        self._want = CHUNK
+        raw = memoryview(self._data)[self._pos:end]
+        try:
+            _RAW.decode(raw)
+        except msgspec.DecodeError as exc:
+            raise InputError(f"{self.origin}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise too_deep(self.origin) from None
+        self._pos = end
+        after = self.peek()  # may read on: `raw` keeps the buffer it points into
+        if after == -1:
+            raise InputError(f"{self.origin}: not valid JSON: the file ends inside a value")
+        if after not in followers:
+            raise InputError(f"{self.origin}: not valid JSON: {chr(after)!r} after a value, expected one of "
+                             f"{', '.join(repr(chr(c)) for c in followers)}")
+        return raw
 
     def key(self) -> str:
         """An object member's name, the cursor moved past its colon."""
@@ -98,22 +122,6 @@ class ListScanner:
 
     def skip_member_value(self) -> None:
         self.value(b",}")
-
-    def _end(self, exc: msgspec.DecodeError, view: memoryview, followers: bytes) -> int | None:
-        """Where the value ends, from msgspec's complaint about what follows it; None: read more first."""
-        message = str(exc)
-        found = _TRAILING.search(message)
-        if found:
-            end = int(found.group(1)) - 1  # msgspec counts the byte it stopped on
-            if 0 < end < len(view) and view[end] in followers:
-                return end
-            got = chr(view[end]) if 0 <= end < len(view) else "?"
-            raise InputError(f"{self.origin}: not valid JSON: {got!r} after a value, expected one of "
-                             f"{', '.join(repr(chr(c)) for c in followers)}")
-        at = _AT_BYTE.search(message)
-        if message == _TRUNCATED or (at and int(at.group(1)) >= len(view) - _TAIL and not self._eof):
-            return None
-        raise InputError(f"{self.origin}: not valid JSON: {message}")
 
     def _more(self) -> bool:
         """Append the next chunk, dropping what the cursor has passed; False at the end of the file."""
@@ -204,6 +212,46 @@ class ListScanner:
             return None
         finally:
             data[start], data[end] = before, after
+
+
+def value_end(data: bytearray, start: int, eof: bool, origin: str) -> int | None:
+    """Where the JSON value starting at `start` ends (the index after it), by its brackets and strings alone;
+    None when `data` ends first and more may follow. Whether the bytes are a JSON value is msgspec's to say."""
+    if start >= len(data):
+        return None
+    first = data[start]
+    if first == 0x22:  # '"'
+        found = _STRING_REST.match(data, start + 1)
+        return found.end() if found else None
+    if first not in b"[{":
+        found = _SCALAR_END.search(data, start)
+        end = found.start() if found else (len(data) if eof else None)
+        if end == start:
+            raise InputError(f"{origin}: not valid JSON: {chr(first)!r} where a value belongs")
+        return end
+    whole = _CONTAINER.match(data, start)
+    return whole.end() if whole else walk(data, start, origin)
+
+
+def walk(data: bytearray, start: int, origin: str) -> int | None:
+    """`value_end` for an array or object, bracket by bracket: for what the one expression does not match."""
+    depth, at = 0, start
+    while found := _STRUCTURE.search(data, at):
+        byte, at = data[found.start()], found.end()
+        if byte == 0x22:
+            string = _STRING_REST.match(data, at)
+            if string is None:
+                return None
+            at = string.end()
+        elif byte in b"[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise too_deep(origin)
+        else:
+            depth -= 1
+            if depth == 0:
+                return at
+    return None
 
 
 @contextmanager

@@ -107,7 +107,7 @@ def retry_delay(exc: ApiException | None, attempt: int) -> float:
         seconds = math.nan
     if math.isfinite(seconds):
         return min(max(seconds, 0.0), MAX_RETRY_AFTER)
-    return min(0.2 * 2 ** attempt, 10.0) * (0.5 + random.random() / 2)
+    return min(0.2 * 2.0 ** attempt, 10.0) * (0.5 + random.random() / 2)
 
 
 @dataclass
@@ -167,8 +167,7 @@ def request_json(api: client.ApiClient, method: str, path: str, *, body: Any = N
                               header_params={"Content-Type": content_type, "Accept": "application/json"},
                               body=body, auth_settings=["BearerToken"])
     resp = api.call_api(*req, _request_timeout=timeout)
-    resp.data = read_body(api, resp.response, _read_seconds(timeout))
-    text = resp.data.decode(errors="replace")
+    text = read_body(api, resp.response, _read_seconds(timeout)).decode(errors="replace")
     if not 200 <= resp.status <= 299:
         raise ApiException.from_response(http_resp=resp, body=text, data=None)
     try:

@@ -128,8 +128,8 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable
             dict(zip(identities, identities))
         values.append(unique_values(shown, carried[depth]))
     names = [lv.name for lv in levels]
-    nodes = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
-    return Snapshot(levels, nodes, problems)
+    labelled = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
+    return Snapshot(levels, labelled, problems)
 
 
 def _carried(levels: Sequence[Level], paths: Mapping[str, tuple[str, ...]],

@@ -135,8 +135,8 @@ def publish(api: client.ApiClient, namespace: str, name: str, blob: bytes, info:
                 raise
     data = {**{k: v for k, v in info.items() if k not in RESERVED},
             "sha256": digest, "shards": ",".join(names), "size": str(len(blob))}
-    manifest = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)}, "data": data}
+    metadata = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    manifest: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data}
     try:
         if previous is None:
             written = request_json(api, "POST", _path(namespace), body=manifest, timeout=TIMEOUT)

@@ -96,4 +96,5 @@ def _share(nodes: dict[str, dict[str, str]], level: str, strings: Iterable[str])
 
 def _as_data(found: _Snapshot) -> dict[str, Any]:
     """`found` as the plain data `json` would have read (so the generic checks name its problem)."""
-    return msgspec.to_builtins(found)
+    data: dict[str, Any] = msgspec.to_builtins(found)
+    return data

@@ -90,7 +90,7 @@ def compare_sources(a: Snapshot, b: Snapshot, pairs: Sequence[tuple[str, str]] |
     return report
 
 
-def match_domains(overlaps: Counter) -> dict[str, str]:
+def match_domains(overlaps: Counter[tuple[str, str]]) -> dict[str, str]:
     """One-to-one matching of domains, largest overlaps first (ties broken by name, so runs agree)."""
     matched: dict[str, str] = {}
     taken: set[str] = set()

@@ -27,8 +27,8 @@ from labeler.progress import Progress, quiet
 from .base import Options, Source, SourceContext, parse_options
 from .fanout import each
 
-if TYPE_CHECKING:  # botocore is imported only when the source runs
-    from botocore.client import BaseClient
+if TYPE_CHECKING:  # EC2's client types (mypy-boto3-ec2, a test extra); botocore loads only when the source runs
+    from mypy_boto3_ec2 import EC2Client
 
 NAME = "aws"
 MAX_IDS = 100  # DescribeInstanceTopology accepts at most 100 explicit instance ids
@@ -284,7 +284,7 @@ def _session() -> tuple[Any, str | None, int]:
     return session, region, attempts
 
 
-def _client(session: Any, region: str, endpoint_url: str | None, attempts: int) -> "BaseClient":
+def _client(session: Any, region: str, endpoint_url: str | None, attempts: int) -> "EC2Client":
     """An EC2 client with adaptive retries: client-side rate limiting plus backoff on RequestLimitExceeded."""
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError
@@ -303,7 +303,7 @@ def per_region(fn: Callable[[str], RegionAnswer], regions: Iterable[str], progre
     return each(fn, regions, "aws: regions", progress, MAX_REGIONS_IN_FLIGHT)
 
 
-def read_region(client: "BaseClient", ids: Sequence[str]) -> RegionAnswer:
+def read_region(client: "EC2Client", ids: Sequence[str]) -> RegionAnswer:
     """Every placement of `ids` in the client's region: ceil(len(ids) / 100) requests plus extra pages.
 
     `UnsupportedOperation` (a region without the API) ends the region's work with the reason; ids the
@@ -330,7 +330,7 @@ def read_region(client: "BaseClient", ids: Sequence[str]) -> RegionAnswer:
     return answer
 
 
-def _describe(client: "BaseClient", batch: list[str]) -> dict[str, Placement]:
+def _describe(client: "EC2Client", batch: list[str]) -> dict[str, Placement]:
     """One batch of ids, page by page (MaxResults is not allowed together with InstanceIds)."""
     placements: dict[str, Placement] = {}
     kwargs: dict[str, Any] = {"InstanceIds": batch}

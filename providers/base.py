@@ -15,16 +15,19 @@ import operator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import (TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints,
+                    overload)
 
 from labeler.errors import SourceError
 from labeler.model import Discovery
 from labeler.progress import Progress, quiet
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
     from labeler.nodes import Node
 
-    from .options import Options
+    from .options import Options as Options, PlainOptions
 
 BOUNDS = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}  # as pydantic's Field
 
@@ -62,7 +65,7 @@ class Source:
     """
 
     name: str
-    declared: type
+    declared: type[Options] | type[PlainOptions]
     add_arguments: Callable[[argparse.ArgumentParser], None]
     discover: Callable[[SourceContext], Discovery]
     needs_nodes: bool = True
@@ -84,10 +87,19 @@ class Source:
         return list(self.declared.model_fields)
 
 
-OptionsT = TypeVar("OptionsT")
+ModelT = TypeVar("ModelT", bound="Options")
+PlainT = TypeVar("PlainT", bound="PlainOptions")
 
 
-def parse_options(declared: type[OptionsT], ctx: SourceContext) -> OptionsT:
+@overload
+def parse_options(declared: type[ModelT], ctx: SourceContext) -> ModelT: ...
+
+
+@overload
+def parse_options(declared: type[PlainT], ctx: SourceContext) -> PlainT: ...
+
+
+def parse_options(declared: type[Options] | type[PlainOptions], ctx: SourceContext) -> Options | PlainOptions:
     """Validate options with an error naming where they came from and the bad key. Plain options skip pydantic
     when every value already has its declared type and passes the checks (as flags do); otherwise the model
     validates them, and its errors are the ones reported."""
@@ -102,7 +114,7 @@ def parse_options(declared: type[OptionsT], ctx: SourceContext) -> OptionsT:
     return declared(**{item.name: getattr(validated, item.name) for item in dataclasses.fields(declared)})
 
 
-def _validated(model: Any, ctx: SourceContext) -> Any:
+def _validated(model: type[ModelT], ctx: SourceContext) -> ModelT:
     from pydantic import ValidationError
 
     try:
@@ -113,11 +125,11 @@ def _validated(model: Any, ctx: SourceContext) -> Any:
         raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None
 
 
-def _is_plain(declared: type) -> bool:
+def _is_plain(declared: type[Options] | type[PlainOptions]) -> TypeIs[type[PlainOptions]]:
     return dataclasses.is_dataclass(declared)
 
 
-def _plain(declared: type[OptionsT], options: Mapping[str, Any]) -> OptionsT | None:
+def _plain(declared: type[PlainT], options: Mapping[str, Any]) -> PlainT | None:
     """The options as the dataclass, or None when pydantic must look: to convert a value or word an error."""
     hints = _hints(declared)
     if not all(key in hints and type(value) in _exact(hints[key]) for key, value in options.items()):
@@ -127,7 +139,7 @@ def _plain(declared: type[OptionsT], options: Mapping[str, Any]) -> OptionsT | N
     try:
         for key in options:
             _check_field(metadata[key], options[key])
-        value.check()  # type: ignore[attr-defined]
+        value.check()
     except ValueError:
         return None
     return value
@@ -153,5 +165,5 @@ def _exact(hint: Any) -> tuple[Any, ...]:
 
 
 @lru_cache(maxsize=None)
-def _hints(declared: type) -> dict[str, Any]:
+def _hints(declared: type[PlainOptions]) -> dict[str, Any]:
     return get_type_hints(declared)

@@ -273,10 +273,12 @@ def make_client(opts: GcpOptions) -> tuple[Any, str | None]:
     """An InstancesClient over REST, and the project Application Default Credentials name (if any)."""
     import google.auth
     from google.api_core.client_options import ClientOptions
-    from google.auth.credentials import AnonymousCredentials
+    from google.auth.credentials import AnonymousCredentials, Credentials
     from google.auth.exceptions import DefaultCredentialsError
     from google.cloud import compute_v1
 
+    credentials: Credentials
+    project: str | None
     if opts.anonymous:
         credentials, project = AnonymousCredentials(), None
     else:

@@ -21,7 +21,7 @@ def parse_cliques(text: str, origin: str = "nvidia-smi") -> str | None:
 
     GPUs that disagree mean a half-initialised fabric: an error, never a guess.
     """
-    values = set()
+    values: set[str | None] = set()
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue

@@ -103,8 +103,8 @@ def _from_yaml(data: Any, origin: str) -> Inventory:
     for i, host in enumerate(hosts):
         if not isinstance(host, Mapping) or ("node" in host) == ("pattern" in host):
             raise SourceError(f"{origin}: hosts[{i}] needs exactly one of 'node' or 'pattern'")
-        match = host.get("node", host.get("pattern"))
-        values = [host.get(lv) for lv in levels]
+        match: Any = host.get("node", host.get("pattern"))  # document data, checked below
+        values: list[Any] = [host.get(lv) for lv in levels]
         bad = [lv for lv, v in zip(["node" if "node" in host else "pattern", *levels], [match, *values])
                if not isinstance(v, str) or not v.strip()]
         if bad:

@@ -14,9 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
-from typing import Any, Callable, get_type_hints
+from typing import Any, Callable, ClassVar, Protocol, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+
+class PlainOptions(Protocol):
+    """Options declared as a plain dataclass: its fields (with their checks in `metadata`, as the module says),
+    and `check()`, the check of the whole, raising ValueError."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
+    def check(self) -> None: ...
 
 
 class Options(BaseModel):
@@ -27,7 +36,7 @@ class Options(BaseModel):
 
 
 @lru_cache(maxsize=None)
-def model_of(declared: type) -> type[Options]:
+def model_of(declared: type[PlainOptions]) -> type[Options]:
     """The model of options declared as a plain dataclass (of the same name), made once."""
     hints = get_type_hints(declared)
     fields: dict[str, Any] = {}

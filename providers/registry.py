@@ -30,7 +30,8 @@ def get_source(name: str) -> Source:
     """The source called `name`; an unknown name is an error listing the known ones."""
     if name not in SOURCES:
         raise SourceError(f"unknown source {name!r}; known: {', '.join(sorted(SOURCES))}")
-    return importlib.import_module(SOURCES[name]).SOURCE
+    source: Source = importlib.import_module(SOURCES[name]).SOURCE
+    return source
 
 
 def option_models() -> dict[str, type[Options]]:

@@ -77,7 +77,7 @@ def kueue_objects(levels: list[str], flavor_labels: dict[str, str] | None = None
          "spec": {"levels": [{"nodeLabel": k} for k in levels]}},
         {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": "gpus"}, "spec": flavor_spec},
         {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": "cq"},
-         "spec": {"resourceGroups": [{"coveredResources": [GPU], "flavors": [
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": [GPU], "flavors": [
              {"name": "gpus", "resources": [{"name": GPU, "nominalQuota": "1000"}]}]}]}},
         {"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "gpu", "namespace": "team"},
          "spec": {"clusterQueue": "cq"}},

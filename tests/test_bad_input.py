@@ -211,7 +211,7 @@ def test_a_published_fabric_that_unpacks_beyond_the_limit_is_refused(monkeypatch
 @pytest.mark.parametrize("quantity", ["NaN", "Infinity", "1e99999999"])
 def test_a_quantity_the_client_reads_but_the_api_server_refuses_is_one_line(quantity: str, tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """kubernetes' parse_quantity (and so kueue_config.quantities.parse) reads these; sums and ceilings cannot."""
+    """kubernetes' parse_quantity (and so labeler.quantities.parse) reads these; sums and ceilings cannot."""
     nodes = yaml.safe_load((EXAMPLES / "nodes.yaml").read_text())
     for item in nodes["items"]:
         item.setdefault("status", {}).setdefault("allocatable", {})["nvidia.com/gpu"] = quantity

@@ -6,6 +6,8 @@ helm is built from its Go module by hack/build-tool (.ci/setup.d/30-tools.sh).""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -136,15 +138,30 @@ def comparable(docs: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[st
     return out
 
 
+def is_component(directory: Path) -> bool:
+    return yaml.safe_load((directory / "kustomization.yaml").read_text())["kind"] == "Component"
+
+
 def kustomize(cluster: KubeCluster, *directories: Path) -> list[dict[str, Any]]:  # noqa: F811
-    docs = [d for directory in directories for d in documents(cluster.kubectl("kustomize", str(directory)).stdout)]
+    """What `kubectl kustomize` renders of each directory; a Component (manifests/capacity) is rendered in an
+    overlay of manifests/ beside it, as a user includes it, instead of manifests/ alone."""
+    components = [d for d in directories if is_component(d)]
+    with tempfile.TemporaryDirectory() as overlay:
+        if components:
+            base = os.path.relpath(MANIFESTS, overlay)
+            (Path(overlay) / "kustomization.yaml").write_text(yaml.safe_dump({
+                "resources": [base], "components": [os.path.relpath(c, overlay) for c in components]}))
+        roots = [Path(overlay) if d == MANIFESTS and components else d for d in directories if d not in components]
+        docs = [d for root in roots or [Path(overlay)]
+                for d in documents(cluster.kubectl("kustomize", str(root)).stdout)]
     # `helm install --namespace topolabel-system --create-namespace` makes the release's namespace
     return [d for d in docs if not (d["kind"] == "Namespace" and d["metadata"]["name"] == NAMESPACE)]
 
 
-# Kustomizations on top of manifests/, and the values that render the same with the chart
+# Kustomizations on top of manifests/ (or Components in it), and the values that render the same with the chart
 PARTS = {"operator": ((), ()), "with-agent": (("agent",), ("agent",)),
-         "with-ib-collector": (("ib-collector",), ("agent", "ibCollector"))}  # manifests/ib-collector has ../agent
+         "with-ib-collector": (("ib-collector",), ("agent", "ibCollector")),  # manifests/ib-collector has ../agent
+         "with-capacity": (("capacity",), ("metrics.capacity",))}
 
 
 @pytest.mark.slow
@@ -167,7 +184,9 @@ def test_one_image_setting_names_every_container(helm: Any, kube_cluster: KubeCl
     assert set(container_images(rendered)) == {"r.example/tl:9.9"}
     for directory in KUSTOMIZATIONS:
         image = yaml.safe_load((directory / "kustomization.yaml").read_text())["images"][0]
-        assert set(container_images(kustomize(kube_cluster, directory))) == {f"{image['newName']}:{image['newTag']}"}
+        rendered = kustomize(kube_cluster, MANIFESTS, directory) if is_component(directory) else \
+            kustomize(kube_cluster, directory)
+        assert set(container_images(rendered)) == {f"{image['newName']}:{image['newTag']}"}
 
 
 def container_images(docs: list[dict[str, Any]]) -> list[str]:

@@ -171,7 +171,8 @@ def subcommands() -> dict[str, argparse.ArgumentParser]:
     return out
 
 
-OUTPUT_COMMANDS = {"discover", "plan", "apply", "verify", "fit", "show", "kueue", "job check", "health"}
+OUTPUT_COMMANDS = {"discover", "plan", "apply", "verify", "fit", "why", "capacity", "show", "kueue", "job check",
+                   "health"}
 
 
 def test_only_commands_that_print_a_result_take_o() -> None:
@@ -192,8 +193,11 @@ def test_o_json_and_yaml_are_machine_output_wherever_o_is_taken(tmp_path: Path, 
     runs = {"discover": ["discover", "--config", cfg, "--nodes", nodes], "plan": ["plan", *common],
             "verify": ["verify", "--config", cfg, "--nodes", nodes, "--against", str(snap)],
             "fit": ["fit", job, *common], "show": ["show", *common], "kueue": ["kueue", *common],
-            "job check": ["job", "check", job, "--snapshot", str(snap)], "health": ["health", "--nodes", nodes]}
-    assert set(runs) == OUTPUT_COMMANDS - {"apply"}  # apply writes to a cluster: tests/test_apply_apiserver.py
+            "job check": ["job", "check", job, "--snapshot", str(snap)], "health": ["health", "--nodes", nodes],
+            "capacity": ["capacity", "--size", "8", "--gpus", "8", "--within", "block", "--queue", "gpu",
+                         "--namespace", "ml-research", *common]}
+    # apply writes to a cluster (tests/test_apply_apiserver.py), why reads one (tests/test_admission_stack.py)
+    assert set(runs) == OUTPUT_COMMANDS - {"apply", "why"}
     for name, args in runs.items():
         code, as_json, err = run_main(capsys, *args, "-o", "json")
         assert code in (0, 1), (name, err)

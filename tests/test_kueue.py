@@ -11,7 +11,7 @@ import yaml
 from hack.synth import B200, H100, gke_cluster
 from kueue_config.files import diff, header, read_dir, render
 from kueue_config.objects import generate
-from kueue_config.quantities import format_quantity, parse
+from labeler.quantities import format_quantity, parse
 from labeler.config import parse_config
 from labeler.errors import OutputError, TopologyError
 from labeler.model import Level, Snapshot

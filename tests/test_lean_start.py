@@ -13,7 +13,7 @@ from labeler.errors import SourceError
 from providers.base import SourceContext, _validated, parse_options
 from providers.infiniband import InfinibandOptions as Model, options
 from providers.options import model_of
-from tests.conftest import SHARED
+from tests.conftest import ROOT, SHARED
 from topolabel.cli import parse, parser
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
@@ -159,3 +159,15 @@ def test_a_discovery_from_flags_imports_no_pydantic() -> None:
             "print(sorted(m for m in ('pydantic', 'labeler.config', 'providers.labels') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_config_imports_only_the_exporters_its_export_section_names(tmp_path) -> None:
+    """The config's `export` section is checked against each named format's model; the other exporters'
+    modules are not imported to read a config (every command reads one)."""
+    (tmp_path / "topolabel.yaml").write_text("export:\n  kai: {}\n")
+    code = ("import sys; from topolabel.pipeline import read_config; read_config(sys.argv[1]); "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('exporters.'))))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "topolabel.yaml")], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["exporters.base", "exporters.kai", "exporters.registry"]

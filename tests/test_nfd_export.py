@@ -95,7 +95,7 @@ def test_names_stay_dns_names_and_unique() -> None:
 
 def test_a_bad_namespace_is_one_error() -> None:
     with pytest.raises(TopologyError, match="nfd: namespace 'NFD' is not a Kubernetes name"):
-        nfd_objects(fabric(), NfdOptions("NFD"))
+        nfd_objects(fabric(), NfdOptions(namespace="NFD"))
 
 
 def test_cli_writes_the_objects(tmp_path: Path) -> None:

@@ -273,3 +273,46 @@ def test_a_topology_level_change_on_the_server(cluster: KubeCluster, tmp_path: P
         assert kueue_names(cluster, "resourceflavors") == referenced
     # the whole change, from the first pass to the old objects' removal: the server refused nothing
     assert [e for e in cluster.requests(start, user=OPERATOR) if e.code >= 400] == []
+
+
+def test_capacity_metrics_with_the_capacity_role_and_without(cluster: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
+    """`--capacity-metrics` as shipped (manifests/capacity): the operator, bound to the manifests' ClusterRole and
+    manifests/capacity's, exports what TAS counts as free per flavor and level, and the server refuses none of
+    its requests; without the capacity role it says `topolabel_capacity_up 0` and labels all the same."""
+    items, _ = gke_cluster(2, 2, 2)  # 2 pools (H100 block 0, B200 block 1), 4 nodes each, 8 GPUs a node
+    cluster.create_nodes(items)
+    node = items[0]["metadata"]["name"]
+    cluster.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "namespace": "ml-research"},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x", "resources": {
+            "requests": {"nvidia.com/gpu": "3"}, "limits": {"nvidia.com/gpu": "3"}}}]}}))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"source": {"type": "labels", "preset": "gke"},
+                                      "pools": {"label": "cloud.google.com/gke-accelerator",
+                                                "resources": ["nvidia.com/gpu"]},
+                                      "kueue": {"topologyName": "gke", "clusterQueue": "gpu"}}))
+    role = cluster.bind_operator(MANIFESTS / "capacity" / "rbac.yaml")
+    try:
+        start = cluster.audit_mark()
+        with InThread(options(cluster, config_path=str(config), capacity_metrics=True, resync=2.0)) as op:
+            op.wait_passes(2, timeout=120)
+            assert op.sample("topolabel_capacity_up") == 1.0
+            flavors = kueue_names(cluster, "resourceflavors")
+            free = {(f, lv): op.sample("topolabel_capacity_free", flavor=f, level=lv, resource="nvidia.com/gpu")
+                    for f in flavors for lv in ("topolabel.dev/block", "kubernetes.io/hostname")}
+            assert sorted(free.values()) == [8.0, 8.0, 29.0, 32.0]  # one block lost 3 GPUs to the pod
+            whole = sorted(op.sample("topolabel_capacity_free_domains", flavor=f, level="kubernetes.io/hostname",
+                                     resource="nvidia.com/gpu") for f in flavors)
+            assert whole == [3.0, 4.0]
+        # (the one 404 is the read of a TopologyLabeler that does not exist: the config file is the config)
+        assert [e for e in cluster.requests(start, user=OPERATOR) if e.code >= 400
+                and (e.resource, e.code) != ("topologylabelers", 404)] == []
+    finally:
+        cluster.kubectl("delete", "clusterrole", role, "--ignore-not-found")
+        cluster.kubectl("delete", "clusterrolebinding", f"{role}-test-user", "--ignore-not-found")
+    with InThread(options(cluster, config_path=str(config), capacity_metrics=True, resync=2.0)) as op:
+        op.wait_passes(1, timeout=120)
+        assert op.sample("topolabel_capacity_up") == 0.0
+        assert op.sample("topolabel_errors_total", kind="capacity") >= 1
+        assert op.sample("topolabel_nodes", state="labelled") == len(items)
+    cluster.kubectl("delete", "pod", "busy", "-n", "ml-research", "--grace-period=0", "--force")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from exporters.registry import option_models as export_models
 from labeler.apply import ApplyResult
 from labeler.config import Config, parse_config
 from labeler.errors import InputError, TopologyError
@@ -306,7 +307,13 @@ def test_the_crd_spec_schema_has_every_config_key() -> None:
     spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     model = Config.model_json_schema(by_alias=True)
     options = {camel(key): {} for declared in option_models().values() for key in declared.model_fields}
-    assert schema_keys(spec) == {**model_keys(model, model["$defs"]), "source": {"type": {}, **options}}
+    exports = {}
+    for name, declared in export_models().items():
+        schema = declared.model_json_schema(by_alias=True)
+        exports[name] = {camel(k): v for k, v in model_keys(schema, schema.get("$defs", {})).items()}
+    assert schema_keys(spec) == {**model_keys(model, model["$defs"]), "source": {"type": {}, **options},
+                                 "export": exports}
+    assert exports["slurm"]["topologies"]["nodeSelector"] == {}  # a format's nested options are typed too
     example = yaml.safe_load((ROOT / "examples" / "topologylabeler.yaml").read_text())
     parse_config(example["spec"], "examples/topologylabeler.yaml")
 

@@ -9,7 +9,7 @@ from decimal import Decimal, InvalidOperation
 import pytest
 from kubernetes.utils import parse_quantity
 
-from kueue_config.quantities import parse
+from labeler.quantities import parse
 from labeler.errors import TopologyError
 
 NUMBERS = ["0", "1", "1.5", "100", "0.25", "1e3", "2E2", "-1", ".5", "5.", "", "abc", "1e", "0x10", " 1", "1 ",

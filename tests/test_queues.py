@@ -81,7 +81,7 @@ def test_the_two_teams_example_is_what_kueue_accepts_and_shares_each_pool() -> N
     ({"fraction": 0.5, "step": "1Ti"}, "14800Gi", "7Ti"), ({"fraction": 0.25, "step": "500m"}, "3", "500m"),
 ])
 def test_an_amount_is_fixed_a_fraction_or_rounded_down_to_a_step(amount: Any, capacity: str, expected: str) -> None:
-    from kueue_config.quantities import format_quantity, parse
+    from labeler.quantities import format_quantity, parse
     assert format_quantity(Amount.model_validate(amount).of(parse(capacity))) == expected
 
 

@@ -177,3 +177,24 @@ def test_annotate_nodes_needs_a_cluster_not_a_file(tmp_path: Path) -> None:
         code = main(["export", "slinky", "--snapshot", str(tmp_path / "snap.json"), "--skeleton", "--block-sizes",
                      "4", "--annotate-nodes", "--nodes", str(tmp_path / "nodes.json")])
     assert code == 2 and "--annotate-nodes writes to a cluster" in err.getvalue()
+
+
+def test_the_config_section_gives_the_options_and_flags_override_it(tmp_path: Path) -> None:
+    """`export.slinky` holds its own flags and the Slurm ones (camelCase), named topologies included."""
+    (tmp_path / "snap.json").write_text(json.dumps(cluster().to_dict()))
+    (tmp_path / "topolabel.yaml").write_text(yaml.safe_dump({"export": {"slinky": {
+        "configmap": "topo", "namespace": "slurm-a", "skeleton": True, "blockSizes": [4],
+        "topologies": [{"name": "nvl", "plugin": "block", "blockLevel": "nvlink", "clusterDefault": True}]}}}))
+
+    def configmap(*flags: str) -> dict:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            assert main(["export", "slinky", "--snapshot", str(tmp_path / "snap.json"), "--config",
+                         str(tmp_path / "topolabel.yaml"), *flags]) == 0
+        return yaml.safe_load(out.getvalue())
+
+    got = configmap()
+    assert (got["metadata"]["name"], got["metadata"]["namespace"]) == ("topo", "slurm-a")
+    entries = yaml.safe_load(got["data"][CONFIG_KEY])
+    assert [e["topology"] for e in entries] == ["nvl"] and "nodes" not in entries[0]["block"]["blocks"][0]
+    assert configmap("--namespace", "slurm-b")["metadata"]["namespace"] == "slurm-b"

@@ -180,3 +180,31 @@ def test_cli_named_topologies_from_the_config(tmp_path: Path) -> None:
                      str(tmp_path / "bad.yaml")]) == 2
     assert "export.slurm.topologies[0].nam: unknown key; did you mean 'name'?" in err.getvalue().splitlines()[-1]
 
+
+
+def test_cli_options_come_from_the_config_and_flags_given_override_them(tmp_path: Path) -> None:
+    """`export.slurm` takes every flag's option (camelCase); a flag given wins, one not given leaves the file's."""
+    snap, _ = cluster()
+    (tmp_path / "snap.json").write_text(json.dumps(snap.to_dict()))
+    (tmp_path / "topolabel.yaml").write_text(yaml.safe_dump({"export": {"slurm": {
+        "format": "block", "trimTiers": 1, "stripDomain": True}}}))
+
+    def export(*flags: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["export", "slurm", "--snapshot", str(tmp_path / "snap.json"), *flags])
+        return code, out.getvalue(), err.getvalue()
+
+    plain, from_file = export()[1], export("--config", str(tmp_path / "topolabel.yaml"))[1]
+    assert "SwitchName=" in plain and "BlockName=" not in plain  # the model's default: tree
+    assert "BlockName=" in from_file and "SwitchName=" not in from_file
+    overridden = export("--config", str(tmp_path / "topolabel.yaml"), "--format", "tree", "--trim-tiers", "0")[1]
+    assert overridden == plain
+
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"export": {"slurm": {"formt": "yaml", "trimTiers": "x"},
+                                                                  "slrum": {}}}))
+    code, _, err = export("--config", str(tmp_path / "bad.yaml"))
+    assert code == 2
+    assert "export.slurm.formt: unknown key; did you mean 'format'?" in err
+    assert "export.slurm.trimTiers: must be a whole number" in err
+    assert "export.slrum: unknown output format; did you mean 'slurm'?" in err

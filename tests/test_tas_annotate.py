@@ -274,3 +274,23 @@ def test_required_is_kueues_name_for_within_and_contradicts_preferred(tmp_path: 
     with pytest.raises(SystemExit) as both:  # argparse: one of them, not both
         main([*base, "--required", "block", "--within", "rack"])
     assert both.value.code == 2
+
+
+def test_a_queue_that_does_not_resolve_in_the_jobs_namespace_is_a_warning(tmp_path: Path, kueue_dir: Path,
+                                                                          capsys) -> None:
+    """LocalQueue gpu exists in namespace team only: a job in namespace ml would wait forever (Kueue: "LocalQueue
+    gpu doesn't exist"), so annotate and check say so and where the queue is; in team they say nothing."""
+    job = _write(tmp_path, KINDS["Job"][0].replace("namespace: team", "namespace: ml"))
+    assert main(["job", "annotate", str(job), "--queue", "gpu", "--within", "block", "--kueue-dir", str(kueue_dir),
+                 "-i"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: Job/" in err and "Kueue would keep it pending: LocalQueue gpu doesn't exist in namespace ml" in err
+    assert "LocalQueue gpu exists in namespace(s) team" in err
+    assert main(["job", "check", str(job), "--kueue-dir", str(kueue_dir), "-o", "json"]) == 0
+    (found,) = [f for f in json.loads(capsys.readouterr().out)["findings"] if "pending" in f["message"]]
+    assert found["severity"] == "warning" and "exists in namespace(s) team" in found["message"]
+    assert main(["job", "check", str(job), "--kueue-dir", str(kueue_dir), "--strict"]) == 1
+    capsys.readouterr()
+    job.write_text(job.read_text().replace("namespace: ml", "namespace: team"))
+    assert main(["job", "check", str(job), "--kueue-dir", str(kueue_dir), "--strict"]) == 0
+    assert "doesn't exist" not in capsys.readouterr().out

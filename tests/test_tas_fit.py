@@ -206,7 +206,9 @@ def test_fit_command_json_and_exit_codes(tmp_path: Path, capsys) -> None:
 
 
 def test_fit_and_show_read_a_live_cluster(tmp_path: Path, capsys) -> None:
-    lists = {"/api/v1/nodes": cluster(), "/api/v1/pods": [pod("d", "n5", 8), pod("e", "n1", 8)]}
+    lists = {"/api/v1/nodes": cluster(), "/api/v1/pods": [pod("d", "n5", 8), pod("e", "n1", 8)],
+             "/apis/kueue.x-k8s.io/v1beta2/workloads": [], "/apis/scheduling.k8s.io/v1/priorityclasses": [],
+             "/api/v1/namespaces": [{"metadata": {"name": "team"}}]}
     for obj in kueue_objects(list(KEYS), tolerations=[GPU_TOLERATION]):
         plural = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
                   "LocalQueue": "localqueues"}[obj["kind"]]
@@ -346,8 +348,8 @@ def test_the_table_counts_the_pods_its_rows_count_in_80_columns(tmp_path: Path, 
     lines = out.splitlines()
     assert max(map(len, lines)) <= 80
     text = " ".join(out.split())
-    assert text.startswith("PyTorchJob/pt: does not fit - 6 pod(s) in 2 PodSet(s); flavor gpus, Topology topo, "
-                           "7 node(s) counted")
+    assert text.startswith("PyTorchJob/pt: does not fit - 6 pod(s) in 2 PodSet(s); LocalQueue gpu -> ClusterQueue "
+                           "cq, flavor gpus, Topology topo, 7 node(s) counted")
     # b1 has 4 nodes, b2 3 of this flavor; Kueue counts the block's 4 (without the leader) against the 5 workers
     # and names either PodSet of the failing group
     assert ("couldn't assign flavors to pod set master: topology \"topo\" allows to fit only 4 out of 5 pod(s)"

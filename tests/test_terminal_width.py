@@ -20,6 +20,12 @@ WIDTH = 80
 SLOW = "gke-a3-b00-s00-n000"  # its mlx5_3 runs at half rate
 JOBS = sorted((EXAMPLES / "jobs").glob("*.yaml"))
 TREE = re.compile(r"[│├└─]+")
+TOO_BIG = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "too-big", "namespace": "ml-research", "labels": {"kueue.x-k8s.io/queue-name": "gpu"}},
+           "spec": {"parallelism": 41, "completions": 41, "completionMode": "Indexed", "template": {
+               "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": "topolabel.dev/block"}},
+               "spec": {"restartPolicy": "Never", "containers": [
+                   {"name": "main", "image": "trainer", "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}}}
 
 
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, columns: int,
@@ -85,6 +91,10 @@ def commands(snapshot: str, bad: str) -> dict[str, list[str]]:
         "health": ["health", "--config", "health.yaml", "--nodes", nodes, "--sysfs", f"{SLOW}=sys-slow",
                    "--sysfs", "gke-a3-b00-s00-n001=sys-ok"],
     }
+    # 41 pods of 8 GPUs in one block: over the queue's quota, so Kueue's message, why and advice
+    out["fit too-big.yaml"] = ["fit", "too-big.yaml", *common]
+    out["capacity"] = ["capacity", "--size", "8", "--gpus", "8", "--within", "block", "--queue", "gpu",
+                       "--namespace", "ml-research", *common]
     for job in JOBS:
         out[f"fit {job.name}"] = ["fit", f"examples/jobs/{job.name}", *common]
         out[f"job check {job.name}"] = ["job", "check", f"examples/jobs/{job.name}", "--snapshot", snapshot]
@@ -94,6 +104,7 @@ def commands(snapshot: str, bad: str) -> dict[str, list[str]]:
 def test_every_command_fits_80_columns_without_breaking_a_token(tmp_path: Path, capsys, monkeypatch) -> None:
     snapshot = snapshot_of_examples(tmp_path, capsys, monkeypatch)
     (tmp_path / "bad.yaml").write_text("source: {type: labels, prest: gke}\nplan: {maxChangeFraction: 3}\n")
+    (tmp_path / "too-big.yaml").write_text(yaml.safe_dump(TOO_BIG))
     checked = 0  # config check's problems are output for people too
     for name, args in commands(snapshot, "bad.yaml").items():
         narrow_code, narrow = run(capsys, monkeypatch, WIDTH, args)
@@ -103,7 +114,7 @@ def test_every_command_fits_80_columns_without_breaking_a_token(tmp_path: Path, 
         assert not long, f"{name}: lines over {WIDTH} columns: {long}"
         assert broken(narrow, wide) == [], f"{name}: tokens broken at {WIDTH} columns:\n{narrow}"
         checked += 1
-    assert checked == 10 + 2 * len(JOBS)
+    assert checked == 12 + 2 * len(JOBS)
 
 
 def test_apply_fits_80_columns_with_its_details(capsys, monkeypatch, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from typing import Any, Callable, Generic, Mapping, Sequence, TextIO, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
@@ -69,15 +69,19 @@ class PortWatch:
         return encode(record) if ports else None
 
 
-@dataclass
-class Agent:
-    """One node's publisher: `collect` gives the annotation value, `publish` writes it to the Node."""
+ValueT = TypeVar("ValueT")
 
-    collect: Callable[[], str]
-    publish: Callable[[str], None]
+
+@dataclass
+class Agent(Generic[ValueT]):
+    """One node's publisher: `collect` gives the value (an annotation's text, or the values of several
+    annotations), `publish` writes it to the Node."""
+
+    collect: Callable[[], ValueT]
+    publish: Callable[[ValueT], None]
     resync: float = 3600.0
     clock: Callable[[], float] = time.monotonic
-    last: str | None = field(default=None, init=False)
+    last: ValueT | None = field(default=None, init=False)
     written_at: float = field(default=float("-inf"), init=False)
 
     def round(self) -> bool:
@@ -91,7 +95,7 @@ class Agent:
         return True
 
 
-def run(agent: Agent, interval: float, once: bool, log: TextIO = sys.stderr,
+def run(agent: Agent[Any], interval: float, once: bool, log: TextIO = sys.stderr,
         sleep: Callable[[float], None] = time.sleep, alive: Path | None = None) -> int:
     """Rounds every `interval` seconds (with jitter, so a DaemonSet does not patch in step).
 

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from labeler.errors import TopolabelError
 
@@ -60,8 +60,8 @@ class NarrowParser(Parser):
     """A parser with one source's flags, which raises instead of printing an error, and takes no abbreviations
     (one could be ambiguous among every source's flags)."""
 
-    def __init__(self, **kwargs: object) -> None:
-        super().__init__(**kwargs, allow_abbrev=False)  # type: ignore[arg-type]
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs, allow_abbrev=False)
 
     def error(self, message: str) -> NoReturn:
         raise Narrow(message)

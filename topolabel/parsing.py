@@ -24,6 +24,7 @@ class Parser(argparse.ArgumentParser):
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
+    # argparse's overloads also take a namespace of another class, which these parsers never do (the ignore)
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:
         """As argparse's, but an unknown flag is reported by the command it was given to, with the closest

@@ -18,17 +18,20 @@ if TYPE_CHECKING:  # the config's pydantic models load only when a config is rea
 
 
 def read_config(path: str | None) -> Config:
-    """topolabel.yaml (defaults when None), every problem reported at once, the source's options included."""
+    """topolabel.yaml (defaults when None), every problem reported at once, the source's and the exports'
+    options included."""
+    from exporters.registry import option_models as export_models
     from labeler.config import load_config
 
-    return load_config(path, option_models())
+    return load_config(path, option_models(), export_models())
 
 
 def parse_spec(data: Any, origin: str) -> Config:
     """A config given as data (a TopologyLabeler's spec), checked like `read_config`."""
+    from exporters.registry import option_models as export_models
     from labeler.config import parse_config
 
-    return parse_config(data, origin, option_models())
+    return parse_config(data, origin, option_models(), export_models())
 
 
 def source_options(cfg: Config | None, flags: Mapping[str, Any]) -> tuple[Source, dict[str, Any]]:

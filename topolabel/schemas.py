@@ -1,5 +1,6 @@
-"""The shipped schemas, made from the config model with every source's options: `schemas/*.json` for editors
-(the YAML language server), and the TopologyLabeler CRD's `spec` schema in manifests/crd.yaml.
+"""The shipped schemas, made from the config model with every source's and output format's options:
+`schemas/*.json` for editors (the YAML language server), and the TopologyLabeler CRD's `spec` schema in
+manifests/crd.yaml.
 
 `python -m hack.schemas` writes them; tests/test_config_schema.py fails when one is out of date. A Helm chart's
 values.schema.json can be made from `config_schema()` the same way.
@@ -13,6 +14,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from exporters.registry import option_models as export_models
 from labeler import config_schema as generator
 from providers.registry import option_models
 
@@ -24,7 +26,7 @@ SPEC_DESCRIPTION = "The topolabel config (the same keys as topolabel.yaml); flag
 
 def config_schema() -> dict[str, Any]:
     """The JSON Schema of topolabel.yaml."""
-    return generator.config_schema(option_models())
+    return generator.config_schema(option_models(), export_models())
 
 
 def resource_schema() -> dict[str, Any]:

@@ -38,12 +38,14 @@ from ..base import Export, Exporter
 from ..domains import Domain, domain_forest, natural
 from .block import Block, block_conf, block_depth, block_notes, block_sizes, block_sizes_problem, blocks
 from .names import SOURCE, NameRule, slurm_names
+from .options import SlurmExportOptions, SlurmLayout
 from .topologies import (NO_TOPOLOGY, Topology, TopologySpec, check_specs, default_name, node_labels, selects,
                          topology_yaml, trim, without_topology)
 from .tree import Switch, switches, tree_conf
 
-__all__ = ["EXPORTER", "FORMATS", "NameRule", "SlurmOptions", "SlurmTopologies", "Topology", "TopologySpec",
-           "add_arguments", "block_sizes_problem", "export_slurm", "options_from", "slurm_topologies"]
+__all__ = ["EXPORTER", "FORMATS", "NameRule", "SlurmExportOptions", "SlurmLayout", "SlurmOptions", "SlurmTopologies",
+           "Topology", "TopologySpec", "add_arguments", "block_sizes_problem", "export_slurm", "slurm_options",
+           "slurm_topologies"]
 
 FORMATS = ("tree", "block", "yaml")
 
@@ -198,9 +200,10 @@ def _named(given: _Input, options: SlurmOptions,
 
 
 def add_arguments(parser: argparse.ArgumentParser, formats: bool = True) -> None:
-    """The Slurm export's flags; without `formats` (an export that always writes topology.yaml) no --format."""
+    """The Slurm export's flags, named as `SlurmExportOptions`' fields and None when not given; without
+    `formats` (an export that always writes topology.yaml) no --format."""
     if formats:
-        parser.add_argument("--format", choices=FORMATS, default="tree",
+        parser.add_argument("--format", choices=FORMATS,
                             help="tree or block: topology.conf for that plugin; yaml: topology.yaml with both, or "
                                  "with the named topologies of export.slurm.topologies in the config")
     parser.add_argument("--block-level", metavar="LEVEL",
@@ -209,17 +212,17 @@ def add_arguments(parser: argparse.ArgumentParser, formats: bool = True) -> None
                         help="BlockSizes (default: the smallest block's node count, doubled up to the block count)")
     parser.add_argument("--slurm-name", metavar="REGEX=REPL",
                         help="rewrite node names into Slurm NodeNames (Python re.sub; default: unchanged)")
-    parser.add_argument("--strip-domain", action="store_true",
+    parser.add_argument("--strip-domain", action="store_true", default=None,
                         help="cut node names at the first '.' (after --slurm-name)")
-    parser.add_argument("--root-switch", metavar="NAME", default="root",
+    parser.add_argument("--root-switch", metavar="NAME",
                         help="the switch joining the coarsest domains in a tree (default: root)")
-    parser.add_argument("--no-root-switch", action="store_true",
+    parser.add_argument("--no-root-switch", action="store_true", default=None,
                         help="no joining switch: Slurm then never spans a job across coarsest domains")
-    parser.add_argument("--yaml-default", choices=("tree", "block"), default="tree",
+    parser.add_argument("--yaml-default", choices=("tree", "block"),
                         help="which topology in topology.yaml is the cluster default (default: tree)")
-    parser.add_argument("--trim-tiers", metavar="N", type=int, default=0,
+    parser.add_argument("--trim-tiers", metavar="N", type=int,
                         help="drop the N coarsest levels first, as Topograph's trimTiers (default: 0)")
-    parser.add_argument("--no-topology", action="store_true",
+    parser.add_argument("--no-topology", action="store_true", default=None,
                         help=f"put nodes without topology under a switch {NO_TOPOLOGY!r} so Slurm can use them "
                              "(tree only; default: leave them out, reported as problems)")
 
@@ -231,21 +234,20 @@ def _sizes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
 
 
-def options_from(cfg: Config, flags: Mapping[str, Any], **overrides: Any) -> SlurmOptions:
-    """The options of `add_arguments`' flags and the config's `export.slurm` section."""
+def slurm_options(given: SlurmLayout, **overrides: Any) -> SlurmOptions:
+    """The exporter's options (a config section and flags, checked) as `export_slurm` takes them."""
     topologies = tuple(TopologySpec(t.name, t.plugin, dict(t.node_selector), t.cluster_default, t.block_level,
-                                    tuple(t.block_sizes)) for t in cfg.export.slurm.topologies)
-    fields = dict(format=flags.get("format", "tree"),
-                  names=NameRule.parse(flags["slurm_name"], flags["strip_domain"]),
-                  block_level=flags["block_level"], block_sizes=tuple(flags["block_sizes"] or ()),
-                  root=None if flags["no_root_switch"] else flags["root_switch"],
-                  yaml_default=flags["yaml_default"], trim_tiers=flags["trim_tiers"],
-                  no_topology=flags["no_topology"], topologies=topologies)
+                                    tuple(t.block_sizes)) for t in given.topologies)
+    fields = dict(names=NameRule.parse(given.slurm_name, given.strip_domain), block_level=given.block_level,
+                  block_sizes=tuple(given.block_sizes), root=None if given.no_root_switch else given.root_switch,
+                  yaml_default=given.yaml_default,
+                  trim_tiers=given.trim_tiers, no_topology=given.no_topology, topologies=topologies)
     return SlurmOptions(**{**fields, **overrides})
 
 
-def _export(snapshot: Snapshot, cfg: Config, flags: Mapping[str, Any], nodes: Sequence[Node]) -> Export:
-    return export_slurm(snapshot, options_from(cfg, flags), nodes)
+def _export(snapshot: Snapshot, cfg: Config, given: SlurmExportOptions, nodes: Sequence[Node]) -> Export:
+    return export_slurm(snapshot, slurm_options(given, format=given.format), nodes)
 
 
-EXPORTER = Exporter("slurm", "topology.conf (tree or block) or topology.yaml", False, add_arguments, _export)
+EXPORTER = Exporter("slurm", "topology.conf (tree or block) or topology.yaml", False, add_arguments, _export,
+                    SlurmExportOptions)

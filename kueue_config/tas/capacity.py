@@ -20,8 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from labeler.documents import mapping
 from labeler.errors import InputError, TopologyError
 from labeler.nodes import Node, list_items
+from labeler.quantities import stored
 
-from ..quantities import stored
 from .workloads import check_metadata, check_pod_spec
 
 PODS = "pods"
@@ -29,6 +29,10 @@ POD_LEVEL = ("cpu", "memory")
 HUGEPAGES = "hugepages-"
 SCHEDULING_EFFECTS = ("NoSchedule", "NoExecute")
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# Kueue's `utiltas.IsTAS`: a pod carrying one of these was placed by TAS
+TAS_POD_ANNOTATIONS = tuple("kueue.x-k8s.io/podset-" + a for a in (
+    "required-topology", "preferred-topology", "slice-required-topology", "slice-required-topology-constraints",
+    "unconstrained-topology"))
 
 Resources = dict[str, int]
 
@@ -109,10 +113,15 @@ def pod_requests(spec: Mapping[str, Any]) -> Resources:
 
 @dataclass(frozen=True)
 class PodUsage:
-    """A pod that holds capacity on a node: where and how much (its requests; the slot is added later)."""
+    """A pod that holds capacity on a node: where and how much (its requests; the slot is added later).
+
+    `tas`: TAS placed it (it carries TAS annotations), so Kueue counts its Workload instead; `owner`: the uid
+    of its controller (a Job), which ties it to that job's Workload."""
 
     node: str
     requests: Mapping[str, int]
+    tas: bool = False
+    owner: str | None = None
 
 
 def parse_pods(data: Any, origin: str) -> list[PodUsage]:
@@ -140,8 +149,16 @@ def pods_from_items(items: Iterable[Any], origin: str) -> list[PodUsage]:
             requests = pod_requests(spec)
         except ValueError as exc:
             raise TopologyError(f"{origin}: item {i}: {exc}") from None
-        out.append(PodUsage(str(node), requests))
+        meta = item.get("metadata") or {}
+        owner = next((str(ref.get("uid")) for ref in meta.get("ownerReferences") or []
+                      if isinstance(ref, dict) and ref.get("controller")), None)
+        out.append(PodUsage(str(node), requests, is_tas_pod(meta.get("annotations") or {}), owner))
     return out
+
+
+def is_tas_pod(annotations: Mapping[str, Any]) -> bool:
+    """Kueue's `utiltas.IsTAS`: TAS placed the pod, so its Workload, not the pod, holds the capacity."""
+    return any(a in annotations for a in TAS_POD_ANNOTATIONS)
 
 
 def allocatable(nodes: Sequence[Node]) -> dict[str, Resources]:
@@ -155,13 +172,17 @@ def allocatable(nodes: Sequence[Node]) -> dict[str, Resources]:
     return out
 
 
-def free_capacity(nodes: Sequence[Node], pods: Iterable[PodUsage]) -> dict[str, Resources]:
+def free_capacity(nodes: Sequence[Node], pods: Iterable[PodUsage], tas_by_workload: bool = False
+                  ) -> dict[str, Resources]:
     """Allocatable minus what bound pods hold (requests and one `pods` slot each), per node name.
 
-    Pods on nodes not in `nodes` are ignored.
+    Pods on nodes not in `nodes` are ignored. With `tas_by_workload` (the admitted Workloads are known), pods
+    TAS placed are left out, as Kueue leaves them out: their Workloads' topology assignments hold the capacity.
     """
     used: dict[str, Resources] = defaultdict(dict)
     for pod in pods:
+        if tas_by_workload and pod.tas:
+            continue
         _add(used[pod.node], pod.requests)
         _add(used[pod.node], {PODS: 1})
     free = allocatable(nodes)
@@ -230,7 +251,8 @@ def untolerated_taint(taints: Iterable[Mapping[str, Any]],
 
 
 def _expression_matches(labels: Mapping[str, str], expr: Mapping[str, Any]) -> bool:
-    key, op, values = expr.get("key"), expr.get("operator"), [str(v) for v in expr.get("values") or []]
+    key: Any = expr.get("key")  # the document's: a missing key is in no node's labels
+    op, values = expr.get("operator"), [str(v) for v in expr.get("values") or []]
     present = key in labels
     if op == "In":
         return present and labels[key] in values

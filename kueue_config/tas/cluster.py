@@ -1,4 +1,4 @@
-"""Cluster reads for the data-scientist commands: bound pods, and the Kueue TAS objects in force.
+"""Cluster reads for the data-scientist commands: bound pods, the Kueue objects in force, Workloads, namespaces.
 
 Read as raw JSON in pages, like `kube.list_nodes`, because a large cluster has tens of thousands of pods
 and the typed models cost far more than the few fields `fit` needs.
@@ -17,6 +17,7 @@ from labeler.names import KUEUE_GROUP, KUEUE_VERSION
 
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
                  "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}
+OPTIONAL_PLURALS = {"cohorts": "Cohort", "workloadpriorityclasses": "WorkloadPriorityClass"}
 # Finished pods hold no capacity; asking the server to leave them out keeps the lists short.
 UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -28,18 +29,57 @@ def list_pods(api: client.ApiClient, page: int = 1000) -> list[Any]:
         limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False)))
 
 
-def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
-    """Topologies, ResourceFlavors, ClusterQueues and LocalQueues (kueue.x-k8s.io/v1beta2)."""
+def _custom(api: client.ApiClient, plural: str, kind: str, group: str = KUEUE_GROUP,
+            version: str = KUEUE_VERSION) -> list[dict[str, Any]]:
     custom = client.CustomObjectsApi(api)
+    items = list_pages(lambda token: raw_json(api, custom.list_cluster_custom_object(
+        group, version, plural, limit=500, _continue=token, _preload_content=False)))
+    return [{"apiVersion": f"{group}/{version}", "kind": kind, **item} for item in items]
+
+
+def list_kueue_objects(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Topologies, ResourceFlavors, ClusterQueues and LocalQueues, and Cohorts and WorkloadPriorityClasses
+    where served (kueue.x-k8s.io/v1beta2)."""
     out: list[dict[str, Any]] = []
-    for plural, kind in KUEUE_PLURALS.items():
+    for plural, kind in {**KUEUE_PLURALS, **OPTIONAL_PLURALS}.items():
         try:
-            items = list_pages(lambda token, p=plural: raw_json(api, custom.list_cluster_custom_object(
-                KUEUE_GROUP, KUEUE_VERSION, p, limit=500, _continue=token, _preload_content=False)))
+            out += _custom(api, plural, kind)
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status != 404:
+                raise
+            if plural in KUEUE_PLURALS:
                 raise TopologyError(f"the cluster serves no {KUEUE_GROUP}/{KUEUE_VERSION} {plural}; "
                                     "is Kueue v0.15 or newer installed?") from None
-            raise
-        out.extend({"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": kind, **item} for item in items)
     return out
+
+
+def list_workloads(api: client.ApiClient) -> list[dict[str, Any]]:
+    """Every Kueue Workload, in every namespace."""
+    return _custom(api, "workloads", "Workload")
+
+
+def get_workload(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    try:
+        found = raw_json(api, client.CustomObjectsApi(api).get_namespaced_custom_object(
+            KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name, _preload_content=False))
+    except ApiException as exc:
+        if exc.status == 404:
+            raise TopologyError(f"no Workload {namespace}/{name} (`kubectl get workloads -n {namespace}` lists "
+                                "them; a job's Workload is named after it)") from None
+        raise
+    return {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "Workload", **found}
+
+
+def list_namespaces(api: client.ApiClient) -> dict[str, dict[str, str]]:
+    """Namespace name -> labels (ClusterQueues select namespaces by label)."""
+    items = list_pages(lambda token: raw_json(api, client.CoreV1Api(api).list_namespace(
+        limit=500, _continue=token, _preload_content=False)))
+    return {i["metadata"]["name"]: dict(i["metadata"].get("labels") or {}) for i in items}
+
+
+def list_priority_classes(api: client.ApiClient) -> tuple[dict[str, int], int]:
+    """PriorityClass name -> value, and the value of the global default (0 without one)."""
+    items = list_pages(lambda token: raw_json(api, client.SchedulingV1Api(api).list_priority_class(
+        limit=500, _continue=token, _preload_content=False)))
+    default = next((int(i.get("value", 0)) for i in items if i.get("globalDefault")), 0)
+    return {i["metadata"]["name"]: int(i.get("value", 0)) for i in items}, default

@@ -1,31 +1,40 @@
-"""Would Kueue admit this job now, and where? A model of Kueue v0.19's flavor choice and TAS placement.
+"""Would Kueue admit this job now, and where? A model of Kueue v0.19's whole admission of a Workload.
 
-A workload's PodSets are grouped as Kueue groups them (PodSets sharing a `podset-group-name`). Each group
-gets a flavor per resource group the way Kueue's flavor assigner picks one: the first, from where its last
-attempt stopped, that passes the TAS, taint and node-affinity checks (quota is not modelled). The PodSets
-that use TAS are then placed by `placer.Placer` in their flavor's `tree.TASTree`, flavors in name order.
-When a placement fails, Kueue moves every group on to its next flavor in a later scheduling cycle; `fit`
-follows those cycles until one admits the Workload or they come round again, and then reports the last
-cycle's message, the one the pending Workload keeps. A LeaderWorkerSet makes
-one Workload per replica; they are admitted one after another, each seeing what the earlier ones took.
+In Kueue's order: the queue checks (`queueing`: LocalQueue, ClusterQueue, namespace), then each scheduling
+cycle as the scheduler runs it - flavors per group of PodSets with quota (`flavors`), TAS placement in the
+chosen flavors (`placer`), and when only preemption could make room, the workloads classical preemption
+would evict (`preemption`). A cycle whose flavor did not work out makes Kueue resume the flavor search
+after it in the next cycle; `fit` follows the cycles until one admits the Workload (or finds it a place by
+preempting), or they come round again, and then reports the last cycle's message, the one a pending
+Workload keeps. A LeaderWorkerSet makes one Workload per replica; they are admitted one after another,
+each holding its quota and capacity for the next.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import AbstractSet, Any, Mapping, Sequence
 
 from labeler.errors import TopologyError
 from labeler.names import HOSTNAME
 from labeler.nodes import Node
 
-from .annotations import RequestError, TopologyRequest, build_request
-from .capacity import PODS, Resources, affinity_matches, pod_requests, untolerated_taint
+from .admitted import Admitted, DomainUsage, leaf_id
+from .annotations import RequestError, build_request
+from .capacity import PODS, Resources, pod_requests
+from .flavors import (MODE_FIT, MODE_NO_FIT, MODE_PREEMPT, Member, Pick, QuotaCheck, assign_group)
 from .gates import Gates
 from .placer import NoFit, Placement, Placer, PodSetRequest, podset_request
+from .preemption import Preemptor, Snapshot, Target, find_targets, simulate
+from .queueing import Blocker, Policies, Resolved
+from .quota import FlavorResource, QuotaTree
 from .setup import Flavor, Queue
 from .tree import Exclusions, TASTree, build_tree
-from .workloads import ELASTIC_JOB, PodSet, Workload
+from .workloads import ELASTIC_JOB, PREFIX, Workload
+
+MIN_PARALLELISM = PREFIX + "job-min-parallelism"
+FITS, PREEMPTS, PENDING, BLOCKED = "fits", "preempts", "pending", "blocked"
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 
 
 class CannotJudge(TopologyError):
@@ -52,7 +61,11 @@ class PodSetFit:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """camelCase, like everything Kubernetes-facing."""
+        return {"workload": self.workload, "podSet": self.podset, "pods": self.pods, "mode": self.mode,
+                "level": self.level, "fits": self.fits, "flavor": self.flavor, "placedLevel": self.placed_level,
+                "placedPods": self.placed_pods, "domains": self.domains, "nodes": self.nodes,
+                "maxPodsInOneDomain": self.max_pods_in_one_domain, "message": self.message, "note": self.note}
 
 
 @dataclass
@@ -67,7 +80,10 @@ class Attempt:
 
 @dataclass
 class FitReport:
-    """Everything `topolabel fit` prints; `to_dict` is the `-o json` form."""
+    """Everything `topolabel fit` answers; `to_dict` is the `-o json` form.
+
+    `outcome`: fits (admitted now), preempts (admitted once the workloads in `preempting` are evicted),
+    pending (Kueue keeps it waiting with `kueue_message`), blocked (its queue stops it before any flavor)."""
 
     fits: bool
     topology: str | None
@@ -80,6 +96,11 @@ class FitReport:
     flavor_labels: Mapping[str, str] = field(default_factory=dict)
     attempts: list[Attempt] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    outcome: str = FITS
+    stage: str = ""  # where a "no" comes from: queue, flavors, quota, topology
+    preempting: list[Target] = field(default_factory=list)
+    local_queue: str | None = None
+    cluster_queue: str | None = None
 
     @property
     def deciding(self) -> PodSetFit | None:
@@ -87,163 +108,87 @@ class FitReport:
         failed = [p for p in self.podsets if not p.fits]
         return failed[0] if failed else max(self.podsets, key=lambda p: p.pods, default=None)
 
-    def to_dict(self) -> dict[str, Any]:
-        main = self.deciding
-        domains: dict[tuple[str, ...], int] = {}
+    def domains(self) -> list[dict[str, Any]]:
+        found: dict[tuple[str, ...], int] = {}
         for p in self.podsets:
             for d in p.domains:
-                domains[tuple(d["values"])] = domains.get(tuple(d["values"]), 0) + d["pods"]
-        return {
-            "fits": self.fits,
+                found[tuple(d["values"])] = found.get(tuple(d["values"]), 0) + d["pods"]
+        return [{"values": list(v), "pods": n} for v, n in found.items()]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `-o json` form, camelCase. The snake_case keys of earlier releases follow, unchanged, for one
+        more release (DEPRECATED_KEYS)."""
+        main = self.deciding
+        excluded = asdict(self.excluded)
+        out = {
+            "fits": self.fits, "outcome": self.outcome, "stage": self.stage,
+            "localQueue": self.local_queue, "clusterQueue": self.cluster_queue,
+            "kueueMessage": self.kueue_message,
             "level": main.level if main else None,
-            "placed_level": main.placed_level if main else None,
+            "placedLevel": main.placed_level if main else None,
             "pods": sum(p.pods for p in self.podsets),
-            "max_pods_in_one_domain": main.max_pods_in_one_domain if main else 0,
-            "domains": [{"values": list(v), "pods": n} for v, n in domains.items()],
+            "maxPodsInOneDomain": main.max_pods_in_one_domain if main else 0,
+            "domains": self.domains(),
             "message": main.message if main and not main.fits else "",
-            "kueue_message": self.kueue_message,
-            "topology": self.topology,
-            "flavor": self.flavor,
-            "levels": list(self.levels),
-            "nodes_counted": self.nodes_counted,
-            "nodes_excluded": asdict(self.excluded),
-            "podsets": [p.to_dict() for p in self.podsets],
+            "topology": self.topology, "flavor": self.flavor, "levels": list(self.levels),
+            "nodesCounted": self.nodes_counted,
+            "nodesExcluded": {_camel(k): v for k, v in excluded.items()},
+            "podSets": [p.to_dict() for p in self.podsets],
             "attempts": [asdict(a) for a in self.attempts],
-            "problems": list(self.problems),
+            "preempting": [{"workload": t.workload.ref, "clusterQueue": t.workload.cluster_queue,
+                            "priority": t.workload.priority, "reason": t.reason} for t in self.preempting],
+            "notes": list(self.problems),
         }
+        out.update({"kueue_message": self.kueue_message, "placed_level": out["placedLevel"],
+                    "max_pods_in_one_domain": out["maxPodsInOneDomain"], "nodes_counted": self.nodes_counted,
+                    "nodes_excluded": excluded, "podsets": [asdict(p) for p in self.podsets],
+                    "problems": list(self.problems)})
+        return out
 
 
-# -- flavor choice (Kueue's flavor assigner) ---------------------------------------------------------------
+DEPRECATED_KEYS = ("kueue_message", "placed_level", "max_pods_in_one_domain", "nodes_counted", "nodes_excluded",
+                   "podsets", "problems")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+# -- the cluster as admission sees it ------------------------------------------------------------------
 
 @dataclass
-class _Member:
-    """A PodSet of the workload with its topology request and whether it uses TAS in this ClusterQueue."""
+class Usage:
+    """Admitted workloads' TAS usage per flavor and leaf, as each flavor's snapshot sees it.
 
-    podset: PodSet
-    topology: TopologyRequest
-    implied: bool
-    requests: Resources
+    Flavors whose Topology ends in the hostname share usage by node (Kueue's TASHandleOverlappingFlavors);
+    the others see their own."""
 
-    @property
-    def tas(self) -> bool:
-        return self.topology.explicit or self.implied
+    admitted: Sequence[Admitted]
+    hostname_flavors: frozenset[str]
 
-    @property
-    def request(self) -> PodSetRequest:
-        return podset_request(self.podset, self.topology, self.implied)
+    def for_flavor(self, flavor: Flavor, removed: AbstractSet[str] = frozenset(),
+                   empty: bool = False) -> dict[str, Resources]:
+        if empty:
+            return {}
+        shared = flavor.name in self.hostname_flavors
+        out: dict[str, Resources] = {}
+        for wl in self.admitted:
+            if wl.ref in removed:
+                continue
+            for name, leaves in wl.tas_usage().items():
+                if name == flavor.name or (shared and name in self.hostname_flavors):
+                    _merge(out, leaves)
+        return out
 
-    @property
-    def mode(self) -> str:
-        return self.request.mode if self.tas else "none"
-
-
-def _has_level(flavor: Flavor, t: TopologyRequest) -> bool:
-    """Kueue's `HasLevel`: the main level, the slice level and every slice layer are in the flavor's Topology."""
-    keys = flavor.levels or ()
-    level = t.level_key(keys, False)
-    slice_key = t.constraints[0].topology if t.constraints else keys[-1]
-    return level in keys and slice_key in keys and all(c.topology in keys for c in t.constraints)
-
-
-def _flavor_selector_matches(spec: Mapping[str, Any], flavor: Flavor) -> bool:
-    """Kueue's `flavorSelector`: the pod's nodeSelector and required affinity, cut to the flavor's label keys."""
-    keys = set(flavor.node_labels)
-    if any(k in keys and flavor.node_labels[k] != str(v) for k, v in (spec.get("nodeSelector") or {}).items()):
-        return False
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution")) or {}
-    terms = []
-    for term in required.get("nodeSelectorTerms") or []:
-        kept = [e for e in term.get("matchExpressions") or [] if e.get("key") in keys]
-        if not kept:  # a term with none of the flavor's keys matches every flavor
-            return True
-        terms.append({"matchExpressions": kept})
-    return not terms or affinity_matches(dict(flavor.node_labels), {"nodeSelectorTerms": terms})
-
-
-def _flavor_problem(flavor: Flavor, members: Sequence[_Member], covered: frozenset[str] | None) -> str | None:
-    """Why Kueue's `checkFlavorForPodSets` skips this flavor for the group, in its words; None when it may take it."""
-    for m in members:
-        if m.tas and not m.implied:
-            if not flavor.tas:
-                if flavor.topology:
-                    return f'Flavor "{flavor.name}" information missing in TAS cache'
-                if covered is None or set(m.requests) & covered:
-                    return f'Flavor "{flavor.name}" does not support TopologyAwareScheduling'
-            elif not _has_level(flavor, m.topology):
-                return f'Flavor "{flavor.name}" does not contain the requested level'
-        elif not m.tas and flavor.topology:
-            return f'Flavor "{flavor.name}" supports only TopologyAwareScheduling'
-        spec = m.podset.spec
-        taint = untolerated_taint(flavor.node_taints, [*(spec.get("tolerations") or []), *flavor.tolerations])
-        if taint is not None:
-            return (f"untolerated taint {{{taint.get('key', '')} {taint.get('value', '')} {taint.get('effect', '')} "
-                    f"<nil>}} in flavor {flavor.name}")
-        if not _flavor_selector_matches(spec, flavor):
-            return f"flavor {flavor.name} doesn't match node affinity"
-    return None
-
-
-ResourceGroup = tuple[frozenset[str] | None, tuple[Flavor, ...]]
-
-
-def _resource_groups(queue: Queue, requests: Resources) -> tuple[list[ResourceGroup], list[str]]:
-    """The ClusterQueue's resource groups the requests touch, and the requested resources no group covers."""
-    if not queue.covered:
-        return [(None, queue.flavors)], []
-    groups: dict[frozenset[str], list[Flavor]] = {}
-    for f in queue.flavors:
-        groups.setdefault(queue.covered.get(f.name, frozenset()), []).append(f)
-    used = [(cov, tuple(fl)) for cov, fl in groups.items() if cov & set(requests)]
-    missing = sorted(r for r, v in requests.items() if v and not any(r in cov for cov in groups))
-    return used, missing
-
-
-class _Group:
-    """PodSets Kueue assigns flavors to together (one, or two sharing a group name), and their resource groups."""
-
-    def __init__(self, members: list[_Member], queue: Queue) -> None:
-        self.members = members
-        requests: Resources = {}
-        for m in members:
-            for key, value in m.requests.items():
-                requests[key] = requests.get(key, 0) + value
-        self.resource_groups, self.missing = _resource_groups(queue, requests)
-
-    def choose(self, starts: Sequence[int]) -> tuple[list[tuple[int, Flavor]], str]:
-        """The flavor per resource group, each searched from its start; ([], Kueue's reasons) when one finds none."""
-        if self.missing:
-            return [], f"resource {self.missing[0]} unavailable in ClusterQueue"
-        if not self.resource_groups:
-            return [], "no flavor in the ClusterQueue covers its resources"
-        picks, reasons = [], []
-        for (covered, flavors), start in zip(self.resource_groups, starts):
-            for idx in range(start, len(flavors)):
-                problem = _flavor_problem(flavors[idx], self.members, covered)
-                if problem is None:
-                    picks.append((idx, flavors[idx]))
-                    break
-                reasons.append(problem)
-            else:
-                return [], ", ".join(sorted(reasons))
-        return picks, ""
-
-    def after(self, picks: list[tuple[int, Flavor]]) -> list[int]:
-        """Where the next cycle starts each search: past the flavor tried, back at the first after the last one."""
-        return [0 if idx == len(flavors) - 1 else idx + 1
-                for (idx, _), (_, flavors) in zip(picks, self.resource_groups)]
-
-
-# -- placement ----------------------------------------------------------------------------------------------
 
 @dataclass
 class _Trees:
-    """One tree per TAS flavor, built on first use, and the usage of Workloads already admitted (by leaf)."""
+    """One tree per TAS flavor, built on first use."""
 
     nodes: Sequence[Node]
     free: Mapping[str, Resources]
     gates: Gates
-    admitted: dict[str, Resources] = field(default_factory=dict)
     built: dict[str, TASTree] = field(default_factory=dict)
 
     def tree(self, flavor: Flavor) -> TASTree:
@@ -252,11 +197,16 @@ class _Trees:
         return self.built[flavor.name]
 
 
-def _add_usage(usage: dict[str, Resources], leaf_id: str, requests: Mapping[str, int], pods: int) -> None:
+def _merge(total: dict[str, Resources], more: Mapping[str, Resources]) -> None:
+    for leaf, used in more.items():
+        into = total.setdefault(leaf, {})
+        for key, value in used.items():
+            into[key] = into.get(key, 0) + value
+
+
+def _add_usage(usage: dict[str, Resources], leaf: str, requests: Mapping[str, int], pods: int) -> None:
     """Charge `pods` pods of `requests` (and a `pods` slot each) to a leaf, as Kueue's TAS usage does."""
-    used = usage.setdefault(leaf_id, {})
-    for key, value in {**requests, PODS: requests.get(PODS, 0) + 1}.items():
-        used[key] = used.get(key, 0) + value * pods
+    _merge(usage, {leaf: {k: v * pods for k, v in {**requests, PODS: requests.get(PODS, 0) + 1}.items()}})
 
 
 def _leader_and_workers(reqs: list[PodSetRequest]) -> tuple[PodSetRequest, PodSetRequest | None]:
@@ -285,154 +235,312 @@ def _placed(index: int, req: PodSetRequest, flavor: Flavor, tree: TASTree, place
                      most, note=note)
 
 
-def _place_flavor(trees: _Trees, flavor: Flavor, reqs: list[PodSetRequest], assumed: dict[str, Resources],
-                  index: int) -> tuple[list[PodSetFit], str]:
-    """Kueue's `FindTopologyAssignmentsForFlavor`: groups in order, each after the ones before; stops at a failure."""
-    tree = trees.tree(flavor)
-    placer = Placer(tree, str(flavor.topology), flavor.tolerations, assumed, trees.admitted,
-                    trees.gates.profile_mixed)
-    groups: dict[str, list[PodSetRequest]] = {}
-    for i, req in enumerate(reqs):
-        groups.setdefault(req.group or f"#{i}", []).append(req)
-    out: list[PodSetFit] = []
-    for members in groups.values():
-        workers, leader = _leader_and_workers(members)
-        try:
-            placement, most, _ = placer.place(workers, leader)
-        except NoFit as exc:
-            out += [PodSetFit(index, r.name, r.count, r.mode, r.level(tree.keys), False, flavor.name,
-                              max_pods_in_one_domain=exc.most, message=str(exc)) for r in members]
-            return out, str(exc)
-        for req in members:
-            result = _placed(index, req, flavor, tree, placement, most)
-            out.append(result)
-            for leaf, n in placement.leaves.get(req.name, []):
-                _add_usage(assumed, leaf.id, req.requests, n)
-    return out, ""
+# -- one Workload's scheduling cycles --------------------------------------------------------------------
+
+@dataclass
+class _Placing:
+    """The outcome of TAS placement for all TAS PodSets of an assignment."""
+
+    podsets: dict[str, PodSetFit]
+    failed: str | None = None  # the PodSet that did not fit
+    reason: str = ""
+    usage: dict[str, list[DomainUsage]] = field(default_factory=dict)  # flavor -> pods per leaf
 
 
 @dataclass
 class _Cycle:
-    """One scheduling cycle's outcome for one Workload, and where each group's next search starts."""
+    """One scheduling cycle's outcome for one Workload, and where the next cycle's flavor searches start."""
 
-    fits: bool
+    outcome: str
     podsets: list[PodSetFit]
     message: str
     flavors: list[str]
-    next_starts: list[list[int]]
-    usage: dict[str, Resources] = field(default_factory=dict)
-    hopeless: bool = False  # a group found no flavor from the very first one: no later cycle helps
+    state: list[dict[str, int]]
+    stage: str = ""
+    targets: list[Target] = field(default_factory=list)
+    quota: dict[FlavorResource, int] = field(default_factory=dict)
+    tas: dict[str, list[DomainUsage]] = field(default_factory=dict)
+
+    @property
+    def pending_flavors(self) -> bool:
+        """Kueue's `PendingFlavors`: some search has flavors left to try."""
+        return any(idx != -1 for ps in self.state for idx in ps.values())
 
 
 class _WorkloadFit:
     """Kueue's scheduling cycles for one Workload of the object (one per LeaderWorkerSet replica)."""
 
-    def __init__(self, workload: Workload, queue: Queue, trees: _Trees, index: int) -> None:
-        self.trees, self.index = trees, index
-        self.members = [self._member(ps, workload, queue, trees.gates) for ps in workload.podsets]
-        order: dict[str, list[_Member]] = {}
+    def __init__(self, workload: Workload, ctx: "_Context", index: int) -> None:
+        self.ctx, self.index = ctx, index
+        queue = ctx.queue
+        self.members = [self._member(i, workload) for i in range(len(workload.podsets))]
+        order: dict[str, list[int]] = {}
         for i, m in enumerate(self.members):
-            order.setdefault(m.topology.group or f"#{i}", []).append(m)
-        self.groups = [_Group(members, queue) for members in order.values()]
+            order.setdefault(m.topology.group or f"#{i}", []).append(i)
+        self.groups = list(order.values())
+        self.covers_pods = any(PODS in cov for cov in queue.covered.values())
 
-    @staticmethod
-    def _member(ps: PodSet, workload: Workload, queue: Queue, gates: Gates) -> _Member:
+    def _member(self, i: int, workload: Workload) -> Member:
+        ps = workload.podsets[i]
         try:
-            topology = build_request(ps.annotations, gates.multi_layer)
+            topology = build_request(ps.annotations, self.ctx.gates.multi_layer)
         except RequestError as exc:
             raise TopologyError(f"{workload.ref} PodSet {ps.name}: Kueue cannot build its Workload: {exc}") from None
-        return _Member(ps, topology, not topology.explicit and queue.tas_only, pod_requests(ps.spec))
+        return Member(ps, topology, not topology.explicit and self.ctx.queue.tas_only, pod_requests(ps.spec))
 
-    def first_starts(self) -> list[list[int]]:
-        return [[0] * len(g.resource_groups) for g in self.groups]
+    def total(self, m: Member) -> Resources:
+        """The PodSet's requests as the flavor assigner sees them: per pod x count, and `pods` when covered."""
+        out = {k: max(v, 0) * m.podset.count for k, v in m.requests.items()}
+        if self.covers_pods:
+            out[PODS] = m.podset.count
+        return out
 
-    def cycle(self, starts: list[list[int]]) -> _Cycle:
-        picks_per_group: list[list[tuple[int, Flavor]]] = []
-        for g, group in enumerate(self.groups):
-            picks, reason = group.choose(starts[g])
-            if not picks:
-                # Kueue stops at this group: the earlier ones move on, this one and the later ones start over
-                nxt = [grp.after(p) for grp, p in zip(self.groups, picks_per_group)]
-                nxt += [[0] * len(grp.resource_groups) for grp in self.groups[g:]]
-                failed = [self._failed(m, reason) for m in group.members]
-                return _Cycle(False, failed, f"couldn't assign flavors to pod set {group.members[0].podset.name}: "
-                              f"{reason}", [], nxt, hopeless=not any(starts[g]))
-            picks_per_group.append(picks)
-        results: dict[str, PodSetFit] = {}
-        by_flavor: dict[str, tuple[Flavor, list[PodSetRequest]]] = {}
-        nxt = [grp.after(p) for grp, p in zip(self.groups, picks_per_group)]
-        names = sorted({f.name for picks in picks_per_group for _, f in picks})
-        for group, picks in zip(self.groups, picks_per_group):
-            tas = list({f.name: f for _, f in picks if f.tas}.values())
-            for m in group.members:
-                if not m.tas or m.podset.count == 0:
-                    results[m.podset.name] = self._without_tas(m, picks)
-                elif len(tas) != 1:
-                    text = ("more than one TAS flavor assigned: " + ", ".join(sorted(f.name for f in tas))
-                            if tas else "no TAS flavor assigned")
-                    return _Cycle(False, [self._failed(m, text)],
-                                  f"failed to assign flavors to pod set {m.podset.name}: {text}", names, nxt)
-                else:
-                    by_flavor.setdefault(tas[0].name, (tas[0], []))[1].append(m.request)
+    # flavors ------------------------------------------------------------------------------------------
+    def cycle(self, state: list[dict[str, int]] | None) -> _Cycle:
+        ctx = self.ctx
+        picks: list[dict[str, Pick]] = [{} for _ in self.members]
+        reasons: list[list[str]] = [[] for _ in self.members]
+        next_state: list[dict[str, int]] = []
+        order: list[int] = []
+        quota_usage: dict[FlavorResource, int] = {}
+        for ids in self.groups:
+            requests: Resources = {}
+            for i in ids:
+                for k, v in self.total(self.members[i]).items():
+                    requests[k] = requests.get(k, 0) + v
+            # Kueue's NextFlavorToTryForPodSetResource: past the flavor tried last (-1: from the first)
+            starts = {r: i + 1 for r, i in state[ids[0]].items()} if state and ids[0] < len(state) else {}
+            result = assign_group([self.members[i] for i in ids], requests, ctx.queue, starts, quota_usage,
+                                  ctx.quota_check(), ctx.policies.fungibility)
+            failed = False
+            for i in ids:
+                mine = self._own(i, result.picks or {})
+                picks[i], reasons[i] = mine, list(result.reasons)
+                order.append(i)
+                for res, pick in mine.items():
+                    fr = (pick.flavor.name, res)
+                    quota_usage[fr] = quota_usage.get(fr, 0) + self.total(self.members[i]).get(res, 0)
+                next_state.append({res: pick.tried for res, pick in mine.items()})
+                if self.total(self.members[i]) and not mine:
+                    failed = True
+            if failed:
+                return self._answer(PENDING, picks, reasons, {}, next_state, order, quota_usage, "")
+        # Kueue's PodSetAssignment.RepresentativeMode: fit without reasons, else the worst flavor's mode
+        modes = [MODE_FIT if not reasons[i] else min((p.mode for p in ps.values()), default=MODE_NO_FIT)
+                 for i, ps in enumerate(picks)]
+        if min(modes, default=MODE_FIT) == MODE_NO_FIT:
+            return self._answer(PENDING, picks, reasons, {}, next_state, order, quota_usage, "")
+        return self._topology(picks, reasons, modes, next_state, order, quota_usage)
+
+    def _own(self, i: int, group: Mapping[str, Pick]) -> dict[str, Pick]:
+        """Kueue's `resolvePodSetFlavors`: the group's flavors for the resources this PodSet asks for; a
+        grouped PodSet asking for none (an LWS leader) gets the group's TAS flavors."""
+        total = self.total(self.members[i])
+        if total:
+            return {r: p for r, p in group.items() if r in total}
+        if self.members[i].topology.group:
+            return {r: p for r, p in group.items() if p.flavor.tas}
+        return {}
+
+    # topology -----------------------------------------------------------------------------------------
+    def _tas_requests(self, picks: list[dict[str, Pick]]) -> tuple[dict[str, tuple[Flavor, list[int]]], dict[int, str]]:
+        """Kueue's `WorkloadsTopologyRequests`: TAS PodSets by their one TAS flavor, and errors by PodSet."""
+        by_flavor: dict[str, tuple[Flavor, list[int]]] = {}
+        errors: dict[int, str] = {}
+        for i, m in enumerate(self.members):
+            if not m.tas or m.podset.count == 0:
+                continue
+            tas = sorted({p.flavor.name: p.flavor for p in picks[i].values() if p.flavor.tas}.items())
+            if len(tas) != 1:
+                errors[i] = ("more than one TAS flavor assigned: " + ", ".join(n for n, _ in tas)) if tas \
+                    else "no TAS flavor assigned"
+                continue
+            by_flavor.setdefault(tas[0][0], (tas[0][1], []))[1].append(i)
+        return by_flavor, errors
+
+    def place(self, by_flavor: Mapping[str, tuple[Flavor, list[int]]], removed: AbstractSet[str] = frozenset(),
+              empty: bool = False) -> _Placing:
+        """Kueue's `FindTopologyAssignmentsForWorkload`: flavors in name order, PodSet groups in order, each after
+        the ones before; flavors placing by hostname share what this Workload took. Stops at the first failure."""
+        out = _Placing({})
         shared: dict[str, Resources] = {}
-        used: dict[str, Resources] = {}
-        message = ""
         for name in sorted(by_flavor):
-            flavor, reqs = by_flavor[name]
-            # TASHandleOverlappingFlavors: flavors placing by hostname share what this Workload took
+            flavor, ids = by_flavor[name]
+            tree = self.ctx.trees.tree(flavor)
             assumed = shared if flavor.levels and flavor.levels[-1] == HOSTNAME else {}
-            placed, reason = _place_flavor(self.trees, flavor, reqs, assumed, self.index)
-            results.update({p.podset: p for p in placed})
-            if reason and not message:
-                failed = next(p for p in placed if not p.fits)
-                message = f"couldn't assign flavors to pod set {failed.podset}: {reason}"
-            if assumed is not shared:
-                _merge(used, assumed)
-        _merge(used, shared)
-        podsets = [results.get(m.podset.name) or self._failed(m, "not placed: Kueue stopped at an earlier failure")
-                   for m in self.members]
-        return _Cycle(not message, podsets, message, names, nxt, used)
+            placer = Placer(tree, str(flavor.topology), flavor.tolerations, assumed,
+                            self.ctx.usage.for_flavor(flavor, removed, empty), self.ctx.gates.profile_mixed)
+            groups: dict[str, list[PodSetRequest]] = {}
+            for i in ids:
+                m = self.members[i]
+                groups.setdefault(m.topology.group or f"#{i}", []).append(podset_request(m.podset, m.topology, m.implied))
+            mine = out.usage.setdefault(name, [])
+            for reqs in groups.values():
+                workers, leader = _leader_and_workers(reqs)
+                try:
+                    placement, most, _ = placer.place(workers, leader)
+                except NoFit as exc:
+                    for r in reqs:
+                        out.podsets[r.name] = PodSetFit(self.index, r.name, r.count, r.mode, r.level(tree.keys), False,
+                                                        flavor.name, max_pods_in_one_domain=exc.most, message=str(exc))
+                    out.failed, out.reason = workers.name if len(reqs) == 1 else reqs[0].name, str(exc)
+                    return out
+                for req in reqs:
+                    out.podsets[req.name] = _placed(self.index, req, flavor, tree, placement, most)
+                    for leaf, n in placement.leaves.get(req.name, []):
+                        _add_usage(assumed, leaf.id, req.requests, n)
+                        mine.append(DomainUsage(leaf.id, n, req.requests))
+        return out
 
-    def _without_tas(self, m: _Member, picks: list[tuple[int, Flavor]]) -> PodSetFit:
-        flavor = picks[0][1].name if picks else None
-        if not m.podset.count:
-            note = "no pods to place"
-        else:
-            note = f"no TAS: Kueue admits it on flavor {flavor} and kube-scheduler places the pods"
-        return PodSetFit(self.index, m.podset.name, m.podset.count, m.mode, None, True, flavor, note=note)
+    def _topology(self, picks: list[dict[str, Pick]], reasons: list[list[str]], modes: list[int],
+                  state: list[dict[str, int]], order: list[int], quota: dict[FlavorResource, int]) -> _Cycle:
+        by_flavor, errors = self._tas_requests(picks)
+        if errors:
+            i = next(i for i in order if i in errors)
+            cycle = self._answer(PENDING, picks, reasons, {}, state, order, quota, "flavors")
+            cycle.message = f"failed to assign flavors to pod set {self.members[i].podset.name}: {errors[i]}"
+            return cycle
+        stage = "quota"
+        placing = _Placing({})
+        mode = min(modes, default=MODE_FIT)
+        if mode == MODE_FIT:
+            placing = self.place(by_flavor)
+            if placing.failed is None:
+                return self._answer(FITS, picks, reasons, placing.podsets, state, order, quota, "", placing.usage)
+            failed = next(i for i, m in enumerate(self.members) if m.podset.name == placing.failed)
+            reasons[failed].append(placing.reason)
+            mode, stage = MODE_PREEMPT, "topology"
+        if self.place(by_flavor, empty=True).failed is not None:
+            return self._answer(PENDING, picks, reasons, placing.podsets, state, order, quota, stage)
+        # Kueue marks the PodSets that failed TAS, then every TAS PodSet, as needing preemption
+        tas_ids = {i for _, ids in by_flavor.values() for i in ids}
+        need = {(p.flavor.name, r) for i, ps in enumerate(picks) for r, p in ps.items()
+                if p.mode == MODE_PREEMPT or i in tas_ids}
+        targets = self.ctx.targets(need, self._requested(picks),
+                                   lambda removed: self.place(by_flavor, removed).failed is None)
+        if not targets:
+            return self._answer(PENDING, picks, reasons, placing.podsets, state, order, quota, stage)
+        if not self.ctx.fits_after(quota, targets):
+            # Kueue's processEntry: what the Workload would reserve must fit once the targets are gone; it
+            # counts `pods`, which the search for targets leaves out
+            cycle = self._answer(PENDING, picks, reasons, {}, state, order, quota, "quota")
+            cycle.message = NO_LONGER_FITS
+            return cycle
+        after = self.place(by_flavor, {t.workload.ref for t in targets})
+        cycle = self._answer(PREEMPTS, picks, reasons, after.podsets, state, order, quota, stage, after.usage)
+        cycle.targets = targets
+        cycle.message += f". Pending the preemption of {len(targets)} workload(s)"
+        return cycle
 
-    def _failed(self, m: _Member, message: str) -> PodSetFit:
-        level = m.topology.required or m.topology.preferred
-        return PodSetFit(self.index, m.podset.name, m.podset.count, m.mode, level, False, message=message)
+    def _requested(self, picks: list[dict[str, Pick]]) -> dict[FlavorResource, int]:
+        """Kueue's `TotalRequestsFor`: what the Workload asks of each flavor, without the `pods` count."""
+        out: dict[FlavorResource, int] = {}
+        for i, ps in enumerate(picks):
+            m = self.members[i]
+            for res, value in m.requests.items():
+                if value > 0 and m.podset.count and res in ps:
+                    fr = (ps[res].flavor.name, res)
+                    out[fr] = out.get(fr, 0) + value * m.podset.count
+        return out
+
+    def _answer(self, outcome: str, picks: list[dict[str, Pick]], reasons: list[list[str]],
+                placed: Mapping[str, PodSetFit], state: list[dict[str, int]], order: list[int],
+                quota: dict[FlavorResource, int], stage: str, tas: dict[str, list[DomainUsage]] | None = None
+                ) -> _Cycle:
+        """The cycle's answer: a PodSetFit per PodSet, and Kueue's `Assignment.Message()`."""
+        podsets, parts = [], []
+        for i in order:
+            m = self.members[i]
+            if reasons[i]:
+                parts.append(f"couldn't assign flavors to pod set {m.podset.name}: {', '.join(sorted(reasons[i]))}")
+            found = placed.get(m.podset.name)
+            if found is None:
+                flavor = next(iter(picks[i].values())).flavor.name if picks[i] else None
+                if outcome == FITS or (outcome == PREEMPTS and not m.tas):
+                    note = ("no pods to place" if not m.podset.count else
+                            f"no TAS: Kueue admits it on flavor {flavor} and kube-scheduler places the pods")
+                    found = PodSetFit(self.index, m.podset.name, m.podset.count, self._mode(m), None, True, flavor,
+                                      note=note)
+                else:
+                    level = m.topology.required or m.topology.preferred
+                    found = PodSetFit(self.index, m.podset.name, m.podset.count, self._mode(m), level, False, flavor,
+                                      message="; ".join(sorted(reasons[i])))
+            podsets.append(found)
+        flavors = sorted({p.flavor.name for ps in picks for p in ps.values()})
+        message = "; ".join(parts)
+        if not stage and outcome != FITS:
+            stage = "quota" if "insufficient" in message else "flavors"
+        return _Cycle(outcome, podsets, message, flavors, state, stage, quota=quota, tas=tas or {})
+
+    @staticmethod
+    def _mode(m: Member) -> str:
+        return podset_request(m.podset, m.topology, m.implied).mode if m.tas else "none"
 
     def run(self) -> tuple[_Cycle, list[Attempt]]:
-        """Cycles until one admits the Workload, or the searches come round again.
-
-        When none admits it, the answer is the last cycle's: once every flavor has been tried Kueue parks the
-        Workload, and its QuotaReserved message stays the one that cycle wrote.
-        """
-        starts, seen = self.first_starts(), set()
+        """Cycles until one admits the Workload (or preempts for it), no flavor is left to try, or the searches
+        come round again; the last cycle's message is the one a pending Workload keeps."""
+        state: list[dict[str, int]] | None = None
+        seen: set[str] = set()
         attempts: list[Attempt] = []
-        last: _Cycle | None = None
         while True:
-            key = tuple(tuple(s) for s in starts)
+            last = self.cycle(state)
+            attempts.append(Attempt(self.index, last.flavors, last.outcome == FITS, last.message))
+            if last.outcome != PENDING or not last.pending_flavors:
+                return last, attempts
+            key = repr(last.state)
             if key in seen:
-                break
+                return last, attempts
             seen.add(key)
-            last = self.cycle(starts)
-            attempts.append(Attempt(self.index, last.flavors, last.fits, last.message))
-            if last.fits or last.hopeless:
-                break
-            starts = last.next_starts
-        assert last is not None
-        return last, attempts
+            state = last.state
 
 
-def _merge(total: dict[str, Resources], more: Mapping[str, Resources]) -> None:
-    for leaf, used in more.items():
-        into = total.setdefault(leaf, {})
-        for key, value in used.items():
-            into[key] = into.get(key, 0) + value
+@dataclass
+class _Context:
+    """What one admission reads: the queue and its policies, quota, admitted workloads, trees."""
+
+    queue: Queue
+    policies: Policies
+    trees: _Trees
+    gates: Gates
+    tree: QuotaTree | None
+    admitted: list[Admitted]
+    usage: Usage
+    preemptor: Preemptor
+
+    def snapshot(self) -> Snapshot | None:
+        return Snapshot(self.tree, self.admitted) if self.tree is not None else None
+
+    def quota_check(self) -> QuotaCheck | None:
+        cq = self.queue.cluster_queue
+        if self.tree is None or cq is None or cq not in self.tree.queues:
+            return None
+        snap = self.snapshot()
+        assert snap is not None
+        return QuotaCheck(self.tree.queues[cq],
+                          lambda fr, value: simulate(snap, cq, self.preemptor, self.policies.preemption, fr, value),
+                          self.policies.preemption.borrow_within_cohort != "Never")
+
+    def fits_after(self, usage: Mapping[FlavorResource, int], targets: Sequence[Target]) -> bool:
+        """Kueue's `fits` check in processEntry: the usage fits the ClusterQueue with the targets gone."""
+        snap = self.snapshot()
+        if snap is None or self.queue.cluster_queue not in snap.tree.queues:
+            return True
+        cq = snap.tree.queues[str(self.queue.cluster_queue)]
+        for t in targets:
+            snap.remove(t.workload)
+        try:
+            return all(cq.available(fr) >= value for fr, value in usage.items())
+        finally:
+            for t in targets:
+                snap.add(t.workload)
+
+    def targets(self, need: set[FlavorResource], usage: Mapping[FlavorResource, int],
+                tas_fits: Any) -> list[Target]:
+        snap = self.snapshot()
+        if snap is None or self.queue.cluster_queue not in snap.tree.queues:
+            return []
+        return find_targets(snap, str(self.queue.cluster_queue), self.preemptor, self.policies.preemption, need,
+                            {fr: v for fr, v in usage.items() if v}, tas_fits)
 
 
 def refuse_to_guess(workload: Workload, gates: Gates, uses_tas: bool) -> None:
@@ -455,32 +563,85 @@ def refuse_to_guess(workload: Workload, gates: Gates, uses_tas: bool) -> None:
         raise CannotJudge(f"{workload.ref}: cannot judge: Kueue runs with {gate} on, which fit does not model")
 
 
+@dataclass
+class Cluster:
+    """What admission reads besides the job: nodes and their free capacity (allocatable less the pods Kueue
+    counts), the workloads holding quota, and, from a cluster, the namespaces' labels."""
+
+    nodes: Sequence[Node]
+    free: Mapping[str, Resources]
+    admitted: list[Admitted] = field(default_factory=list)
+    namespaces: Mapping[str, Mapping[str, str]] | None = None
+    tas_flavors: Mapping[str, Flavor] = field(default_factory=dict)  # every TAS flavor (usage is shared by node)
+
+
 def fit(workload: Workload, nodes: Sequence[Node], free: Mapping[str, Resources], queue: Queue,
         gates: Gates = Gates()) -> FitReport:
-    """Kueue's answer for every Workload the object makes, in order, each after the ones before it."""
-    trees = _Trees(nodes, free, gates)
+    """Placement alone: the queue's flavors in order, without quota (every flavor taken to have it)."""
+    return admit(workload, Cluster(nodes, free), Resolved(queue), gates, None)
+
+
+def admit(workload: Workload, cluster: Cluster, resolved: Resolved, gates: Gates = Gates(),
+          tree: QuotaTree | None = None, preemptor: Preemptor = Preemptor()) -> FitReport:
+    """Kueue's answer for every Workload the object makes, in order, each after the ones before it.
+
+    `tree` is the quota tree with the admitted workloads charged (None: quota not modelled)."""
+    queue = resolved.queue
+    trees = _Trees(cluster.nodes, cluster.free, gates)
+    flavors = {**cluster.tas_flavors, **{f.name: f for f in queue.flavors if f.tas}}
+    hostname = frozenset(n for n, f in flavors.items() if f.levels and f.levels[-1] == HOSTNAME)
+    admitted = list(cluster.admitted)
+    ctx = _Context(queue, resolved.policies, trees, gates, tree, admitted, Usage(admitted, hostname), preemptor)
+    if resolved.blocker is not None:
+        return _blocked(resolved.blocker, resolved, queue)
+    _partial_admission(workload)
     podsets: list[PodSetFit] = []
     attempts: list[Attempt] = []
-    message = ""
-    fits = True
+    last: _Cycle | None = None
     for index in range(workload.workloads):
-        wf = _WorkloadFit(workload, queue, trees, index)
+        wf = _WorkloadFit(workload, ctx, index)
         if index == 0:
             refuse_to_guess(workload, gates, any(m.tas for m in wf.members))
-        outcome, tried = wf.run()
+        last, tried = wf.run()
         attempts += tried
-        podsets += outcome.podsets
-        if not outcome.fits:
-            fits, message = False, outcome.message
+        podsets += last.podsets
+        if last.outcome != FITS:
             break
-        _merge(trees.admitted, outcome.usage)
-    return _report(fits, podsets, attempts, message, queue, trees)
+        done = Admitted("(this job)", f"{workload.name}-{index}", f"fit-{index}", queue.cluster_queue or "",
+                        preemptor.priority, quota=dict(last.quota), tas=dict(last.tas))
+        admitted.append(done)
+        if tree is not None and queue.cluster_queue:
+            tree.charge(queue.cluster_queue, last.quota)
+    report = _report(last, podsets, attempts, queue, trees, resolved)
+    if report.outcome in (FITS, PREEMPTS) and resolved.unmodelled:
+        raise CannotJudge(f"{workload.ref}: cannot judge: it fits as far as fit can tell, but "
+                          + "; ".join(resolved.unmodelled))
+    return report
 
 
-def _report(fits: bool, podsets: list[PodSetFit], attempts: list[Attempt], message: str, queue: Queue,
-            trees: _Trees) -> FitReport:
+def _partial_admission(workload: Workload) -> None:
+    annotations = (workload.obj.get("metadata") or {}).get("annotations") or {}
+    if MIN_PARALLELISM in annotations:
+        raise CannotJudge(f"{workload.ref}: cannot judge: {MIN_PARALLELISM} lets Kueue admit it with fewer pods "
+                          "(partial admission), which fit does not model")
+
+
+def _blocked(blocker: Blocker, resolved: Resolved, queue: Queue) -> FitReport:
+    report = FitReport(False, None, None, (), [], Exclusions(), 0, blocker.message, outcome=BLOCKED, stage="queue",
+                       local_queue=queue.local_queue, cluster_queue=queue.cluster_queue)
+    report.problems += resolved.notes
+    return report
+
+
+def _report(last: _Cycle | None, podsets: list[PodSetFit], attempts: list[Attempt], queue: Queue, trees: _Trees,
+            resolved: Resolved) -> FitReport:
     """The report, headed by the flavor of the PodSet that decides (the first that failed, else the largest)."""
-    report = FitReport(fits, None, None, (), podsets, Exclusions(), 0, message, attempts=attempts)
+    outcome = last.outcome if last else FITS
+    report = FitReport(outcome == FITS, None, None, (), podsets, Exclusions(), 0,
+                       last.message if last and outcome != FITS else "", attempts=attempts, outcome=outcome,
+                       stage=last.stage if last and outcome != FITS else "",
+                       preempting=list(last.targets) if last else [], local_queue=queue.local_queue,
+                       cluster_queue=queue.cluster_queue)
     main = report.deciding
     by_name = {f.name: f for f in queue.flavors}
     flavor = by_name.get(main.flavor) if main and main.flavor else None
@@ -492,8 +653,14 @@ def _report(fits: bool, podsets: list[PodSetFit], attempts: list[Attempt], messa
         tree = trees.tree(flavor)
         report.topology, report.levels = flavor.topology, tree.keys
         report.excluded, report.nodes_counted = tree.excluded, len(tree.leaves)
+    report.problems += resolved.notes
     if not podsets:
         report.problems.append("the job has no PodSets with pods; Kueue has nothing to place")
     if not queue.flavors:
         report.problems.append("the ClusterQueue has no flavors")
     return report
+
+
+def leaf_of(levels: tuple[str, ...], values: Sequence[str]) -> str:
+    """The leaf id of a domain given by all its values (re-exported for callers holding assignments)."""
+    return leaf_id(levels, tuple(values))

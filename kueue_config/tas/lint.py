@@ -252,7 +252,8 @@ class _PodSetCheck:
         for keys in self.ctx.keys or ():
             idx = [keys.index(layer.topology) if layer.topology in keys else None for layer in layers]
             for i in range(1, len(layers)):
-                if idx[i] is not None and idx[i - 1] is not None and idx[i] <= idx[i - 1]:  # type: ignore[operator]
+                above, here = idx[i - 1], idx[i]
+                if above is not None and here is not None and here <= above:
                     self.add(key, f"additional slice layer topology {layers[i].topology} must be at a lower level "
                              f"than {layers[i - 1].topology}: Kueue cannot place it and the workload stays pending",
                              "list the layers from the coarsest level to the finest", PENDING)

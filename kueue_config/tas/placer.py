@@ -475,6 +475,13 @@ class Placer:
         return _Query(workers.count, 1 if leader else 0, size, level_idx, slice_idx, workers.required,
                       unconstrained, unconstrained and self.profile_mixed, inner, layers if inner else ())
 
+    def counts(self, workers: PodSetRequest) -> list[list[Domain]]:
+        """Phase 1 alone: per level, every domain with how many of these pods it holds (`pods`; slices of a
+        multi-layer request rounded as Kueue rounds them), for what a person asks: where is room."""
+        q = self._query(workers, None)
+        self.fill(workers, None, q, Stats())
+        return [list(level.values()) for level in self.tree.levels]
+
     def place(self, workers: PodSetRequest, leader: PodSetRequest | None) -> tuple[Placement, int, Stats]:
         """Phase 1 and 2 for one group; returns the placement, the most pods in one domain, and the stats."""
         keys = self.tree.keys
@@ -502,6 +509,7 @@ class Placer:
             idx += 1
         leaves: dict[str, list[tuple[Leaf, int]]] = {}
         ordered = sorted(current, key=lambda d: d.values)
+        # the descent ends at the lowest level, so every domain left is a Leaf (mypy sees Domains: the ignores)
         if leader is not None:
             leaves[leader.name] = [(d, d.leaders) for d in ordered if d.leaders > 0]  # type: ignore[misc]
         leaves[workers.name] = [(d, d.pods) for d in ordered if d.pods > 0]  # type: ignore[misc]

@@ -48,6 +48,7 @@ class Queue:
     cluster_queue: str | None
     flavors: tuple[Flavor, ...]
     covered: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    local_queue: str | None = None
 
     @property
     def tas_only(self) -> bool:
@@ -57,7 +58,7 @@ class Queue:
     def only(self, flavor: str | None = None, topology: str | None = None) -> "Queue":
         """The queue narrowed to one flavor or one Topology's flavors (`--flavor`, `--topology`)."""
         kept = tuple(f for f in self.flavors if flavor in (None, f.name) and topology in (None, f.topology))
-        return Queue(self.cluster_queue, kept, self.covered)
+        return replace(self, flavors=kept)
 
     @classmethod
     def of(cls, flavors: Sequence[Flavor]) -> "Queue":
@@ -73,6 +74,11 @@ class TASSetup:
     flavors: dict[str, Flavor] = field(default_factory=dict)
     cluster_queues: dict[str, list[tuple[str, frozenset[str]]]] = field(default_factory=dict)
     local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
+    # the objects themselves, for what admission reads beyond flavors (quotas, policies, status)
+    cluster_queue_objects: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    cohort_objects: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    local_queue_objects: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    workload_priority_classes: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[Mapping[str, Any]], origin: str) -> "TASSetup":
@@ -116,6 +122,7 @@ class TASSetup:
         elif kind == "ClusterQueue":
             groups = [mapping(g, f"{where}: spec.resourceGroups[]")
                       for g in sequence(spec.get("resourceGroups"), f"{where}: spec.resourceGroups")]
+            self.cluster_queue_objects[name] = obj
             self.cluster_queues[name] = [
                 (text(mapping(f, f"{where}: flavors[]").get("name"), f"{where}: flavors[].name"),
                  frozenset(text(r, f"{where}: coveredResources[]")
@@ -124,6 +131,14 @@ class TASSetup:
         elif kind == "LocalQueue":
             namespace = text(meta.get("namespace") or "default", f"{where}: metadata.namespace")
             self.local_queues[(namespace, name)] = text(spec.get("clusterQueue"), f"{where}: spec.clusterQueue")
+            self.local_queue_objects[(namespace, name)] = obj
+        elif kind == "Cohort":
+            self.cohort_objects[name] = obj
+        elif kind == "WorkloadPriorityClass":
+            value = obj.get("value")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TopologyError(f"{where}: value: expected an integer")
+            self.workload_priority_classes[name] = value
 
     def queue(self, queue: str | None, namespace: str) -> Queue:
         """The flavors a job on `queue` can get, in the ClusterQueue's order (every flavor when it does not resolve)."""
@@ -135,7 +150,7 @@ class TASSetup:
         for name, covered in entries:
             if name in self.flavors and name not in seen:
                 seen[name] = covered
-        return Queue(cq, tuple(self.flavors[n] for n in seen), seen)
+        return Queue(cq, tuple(self.flavors[n] for n in seen), seen, queue)
 
     def level_keys(self, queue: str | None, namespace: str, topology: str | None = None) -> list[tuple[str, ...]]:
         """The distinct level keys of the Topologies a job on `queue` can be placed in (or of `topology`)."""

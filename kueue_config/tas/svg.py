@@ -273,7 +273,7 @@ class Canvas:
                                           (22 + text_width(f"no {self.unit}", "num"), "none")]
         if job:
             items.append((22 + text_width("where the job goes (pods)", "num"), "job"))
-        x, top = MARGIN, y
+        x, top = float(MARGIN), y
         for size, item in items:
             if x > MARGIN and x + size > MARGIN + width:
                 x, top = MARGIN, top + 24

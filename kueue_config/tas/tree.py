@@ -89,12 +89,12 @@ class TASTree:
         self.leaves: dict[str, Leaf] = {}
         self.excluded = Exclusions()
         flavor_items = tuple((flavor_labels or {}).items())
-        keys = set(self.keys)
+        wanted = set(self.keys)
         totals = totals or {}
         for node in nodes:
             if flavor_items and any(node.labels.get(k) != v for k, v in flavor_items):
                 self.excluded.other_flavor += 1
-            elif not keys <= node.labels.keys():
+            elif not wanted <= node.labels.keys():
                 self.excluded.missing_level_labels += 1
             elif not node.ready:
                 self.excluded.not_ready += 1

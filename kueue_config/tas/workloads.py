@@ -200,7 +200,8 @@ def _batch_job(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
 
 
 def _jobset(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
-    podsets, inner = [], []
+    podsets: list[PodSet] = []
+    inner: list[Path] = []
     for i, rjob in enumerate(_list(obj, ("spec", "replicatedJobs"), ref)):
         where = f"{ref} spec.replicatedJobs[{i}]"
         rjob = mapping(rjob, where)
@@ -271,6 +272,18 @@ def _rayjob(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
     return podsets, 1, []
 
 
+def _kueue_workload(obj: Any, ref: str) -> tuple[list[PodSet], int, list[Path]]:
+    """A Kueue Workload itself (what `topolabel why` reads): its PodSets as the job controller made them."""
+    podsets = []
+    for i, ps in enumerate(_list(obj, ("spec", "podSets"), ref)):
+        where = f"{ref} spec.podSets[{i}]"
+        ps = mapping(ps, where)
+        path: Path = ("spec", "podSets", i, "template")
+        podsets.append(PodSet(str(ps.get("name") or i), path, _int(ps.get("count"), 1, f"{where}.count"),
+                              _template(obj, path, ref)))
+    return podsets, 1, []
+
+
 # (API group, kind) -> reader; the versions Kueue v0.19 serves are batch/v1, jobset.x-k8s.io/v1alpha2,
 # kubeflow.org/v1, leaderworkerset.x-k8s.io/v1 and ray.io/v1.
 KINDS = {
@@ -287,13 +300,21 @@ def supported() -> str:
     return ", ".join(kind for _, kind in KINDS)
 
 
-def workload_of(obj: Any, origin: str = "job") -> Workload | None:
+def queue_name(workload: Workload) -> str | None:
+    """The LocalQueue the job names (its queue-name label; a Workload's spec.queueName)."""
+    meta = workload.obj.get("metadata") or {}
+    if workload.kind == "Workload":
+        return str((workload.obj.get("spec") or {}).get("queueName") or "") or None
+    return str((meta.get("labels") or {}).get(QUEUE_LABEL) or "") or None
+
+
+def workload_of(obj: Any, origin: str = "job", kinds: Mapping[tuple[str, str], Any] = KINDS) -> Workload | None:
     """The Workload view of one object, or None for an object Kueue does not manage (a ConfigMap)."""
     if not isinstance(obj, Mapping):
         return None
     group = str(obj.get("apiVersion") or "").rpartition("/")[0]
     kind = str(obj.get("kind") or "")
-    reader = KINDS.get((group, kind))
+    reader = kinds.get((group, kind))
     if reader is None:
         return None
     meta = mapping(obj.get("metadata"), f"{origin}: {kind} metadata")
@@ -315,9 +336,44 @@ def workload_of(obj: Any, origin: str = "job") -> Workload | None:
     return Workload(kind, name, None if namespace is None else str(namespace), obj, podsets, replicas, inner)
 
 
+def from_kueue_workload(obj: Any, origin: str) -> Workload:
+    """A Kueue Workload object read like a job, its PodSets as the job controller made them."""
+    found = workload_of(obj, origin, {("kueue.x-k8s.io", "Workload"): _kueue_workload})
+    if found is None:
+        raise TopologyError(f"{origin}: not a kueue.x-k8s.io Workload")
+    return found
+
+
 def workloads_in(documents: Sequence[Any], origin: str) -> list[Workload]:
     """Every managed object in a file's documents; a file with none is an error naming the kinds known."""
     found = [w for w in (workload_of(doc, origin) for doc in documents) if w is not None]
     if not found:
         raise TopologyError(f"{origin}: no workload of a supported kind ({supported()})")
     return found
+
+
+def with_count(workload: Workload, podset: str, count: int) -> Any | None:
+    """A copy of the job's object with `count` pods in PodSet `podset` (the fields its kind counts with),
+    or None when the kind cannot say it simply (a JobSet whose replicas do not divide it, Ray)."""
+    import copy
+
+    obj = copy.deepcopy(workload.obj)
+    ps = next(p for p in workload.podsets if p.name == podset)
+    if workload.kind == "Job":
+        obj["spec"]["parallelism"] = obj["spec"]["completions"] = count
+    elif workload.kind == "JobSet":
+        rjob = lookup(obj, ps.path[:3])
+        replicas = _int(rjob.get("replicas"), 1, "replicas")
+        if count % replicas:
+            return None
+        spec = rjob["template"]["spec"]
+        spec["parallelism"] = spec["completions"] = count // replicas
+    elif workload.kind == "PyTorchJob":
+        lookup(obj, ps.path[:3])["replicas"] = count
+    elif workload.kind == "LeaderWorkerSet":
+        obj["spec"]["leaderWorkerTemplate"]["size"] = count + (1 if podset == "worker" else 0)
+    elif workload.kind == "Workload":  # what `why` reads: the PodSet's count (the job's own field says the same)
+        lookup(obj, ps.path[:3])["count"] = count
+    else:
+        return None
+    return obj

@@ -68,16 +68,16 @@ def fabric_evidence(fabric: Fabric, request: Request, uplink_loss: float, limits
     for gap in uplink_gaps(fabric, seen.tiers, seen.blocks.of, names):
         lost = len(gap.missing) / gap.expected
         if gap.rank == 1 and lost >= uplink_loss:
-            leaf = names[gap.switch]
+            leaf_name = names[gap.switch]
             for host in sorted(set(behind.get(gap.switch, ()))):
-                out.findings.append(Finding(host, "uplinks", f"behind leaf {leaf}, which lost {len(gap.missing)} of "
-                                                             f"the {gap.expected} uplinks its peers have",
-                                            scope=f"leaf {leaf}"))
-    for host, leaves in sorted((known or {}).items()):
+                out.findings.append(Finding(host, "uplinks", f"behind leaf {leaf_name}, which lost "
+                                                             f"{len(gap.missing)} of the {gap.expected} uplinks its "
+                                                             "peers have", scope=f"leaf {leaf_name}"))
+    for host, was_behind in sorted((known or {}).items()):
         if host not in out.hosts:
-            scope = f"leaf {leaves[0]}" if len(leaves) == 1 else "node"
+            scope = f"leaf {was_behind[0]}" if len(was_behind) == 1 else "node"
             out.findings.append(Finding(host, "unreachable", f"not in the fabric any more (was behind "
-                                                             f"{', '.join(leaves)}): its leaf is cut off, or every "
+                                                             f"{', '.join(was_behind)}): its leaf is cut off, or every "
                                                              "cable of its HCAs is down", scope=scope))
     if readings is not None:
         _errors(fabric, seen, readings, limits, out)

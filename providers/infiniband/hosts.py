@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 from labeler.errors import InputError
 from labeler.nodes import Node
 
-from . import ANNOTATION
+from .options import ANNOTATION
 from .fabric import Fabric
 from .parse import parse_guid
 

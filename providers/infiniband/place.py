@@ -17,7 +17,7 @@ from labeler.gcpause import paused_gc
 from labeler.model import Discovery
 from labeler.nodes import Node
 
-from . import ANNOTATION
+from .options import ANNOTATION
 from .fabric import Fabric
 from .health import missing_uplinks, slow_links
 from .hosts import GuidMap, Hcas, assign_owners, host_hcas, links, name_resolver

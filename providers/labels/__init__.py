@@ -74,8 +74,8 @@ def discover(ctx: SourceContext) -> Discovery:
     preset = _preset(opts)
     used = [(level, key) for level in preset.levels if (key := _carried(level, ctx.nodes, preset.placeholders))]
     if not used:
-        keys = ", ".join(k for level in preset.levels for k in level.keys) or "(none)"
-        raise SourceError(f"labels: no node carries any of the keys {keys}")
+        listed = ", ".join(k for level in preset.levels for k in level.keys) or "(none)"
+        raise SourceError(f"labels: no node carries any of the keys {listed}")
     discovery = Discovery(NAME, tuple(level.name for level, _ in used), local_names=preset.local_names)
     keys = [key for _, key in used]
     filled: list[str] = []

@@ -62,7 +62,8 @@ def rack_name(rack: Iterable[str]) -> str:
 
 def split_ports(neighbors: Iterable[Neighbor], mgmt: re.Pattern[str]) -> tuple[list[Neighbor], list[Neighbor]]:
     """(data-plane neighbours, management neighbours) by the local interface name."""
-    data, excluded = [], []
+    data: list[Neighbor] = []
+    excluded: list[Neighbor] = []
     for n in neighbors:
         (excluded if mgmt.search(n.interface) else data).append(n)
     return data, excluded
@@ -238,7 +239,8 @@ def fabric_from_switches(switches: Mapping[str, Sequence[Neighbor]], hosts: Mapp
     heard = {n.switch for ns in hosts.values() for n in ns}
     own = {_resolve(name, alias): ns for name, ns in switches.items()}
     spines = {s for s in own if s not in heard and s not in hosts}  # a host's file among them is no spine
-    peers, uplinks = nx.Graph(), nx.Graph()
+    peers: nx.Graph[str] = nx.Graph()
+    uplinks: nx.Graph[str] = nx.Graph()
     for switch, neighbors in own.items():
         for n in split_ports(neighbors, mgmt)[0]:
             link = {switch, n.switch}

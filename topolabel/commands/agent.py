@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     def collect() -> dict[str, str | None]:
         return {key: read() for key, read in collectors.items()}
 
+    agent: Agent[Any]
     if args.print_only:
         if not args.lldp:
             raise TopologyError("--print writes the LLDP facts file; it cannot go with --no-lldp")

@@ -55,9 +55,9 @@ def _complete_paths(parser: argparse.ArgumentParser, shtab: object) -> None:
     for action in parser._actions:
         kind = PATH_METAVARS.get(str(action.metavar or ""))
         if kind:
-            action.complete = getattr(shtab, kind)  # type: ignore[attr-defined]
+            action.complete = getattr(shtab, kind)  # type: ignore[attr-defined]  # shtab's attribute, not argparse's
         elif action.metavar in LEVEL_METAVARS:
-            action.complete = {"bash": LEVELS, "zsh": LEVELS}  # type: ignore[attr-defined]
+            action.complete = {"bash": LEVELS, "zsh": LEVELS}  # type: ignore[attr-defined]  # as above
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
                 _complete_paths(child, shtab)

@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from exporters.registry import option_models as export_models
 from labeler.config import config_issues
 from labeler.documents import kind_of, read_document
 from labeler.errors import InputError
@@ -71,10 +72,10 @@ def file_issues(data: Any) -> list[Issue]:
         return [Issue((), f"{kind_of(data)}: neither a topolabel.yaml nor a TopologyLabeler (both are mappings)")]
     kind = data.get("kind")
     if kind == RESOURCE_KIND:
-        _, found = config_issues(data.get("spec") or {}, option_models())
+        _, found = config_issues(data.get("spec") or {}, option_models(), export_models())
         return [Issue(("spec", *i.loc), i.message) for i in found]
     if kind is not None or "apiVersion" in data:
         what = f"a {kind}" if isinstance(kind, str) else "a Kubernetes object"
         return [Issue((), f"{what}, not a TopologyLabeler (nor a topolabel.yaml, which has no kind)")]
-    _, found = config_issues(data, option_models())
+    _, found = config_issues(data, option_models(), export_models())
     return found

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-from labeler.errors import InputError
+from typing import Any
 
 from exporters.base import Export, Exporter
 from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream
+from labeler.errors import InputError
 from labeler.nodes import Node
 
 from ..output import problems_table
@@ -56,13 +56,14 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
+    exporter: Exporter[Any] = args.exporter
+    options = exporter.read_options(cfg, vars(args))
     annotate = getattr(args, "annotate_nodes", False)
     if annotate and args.nodes:
         raise InputError("--annotate-nodes writes to a cluster: give --kubeconfig (or run in one), not --nodes")
     nodes = cluster_nodes(args, required=annotate)  # else only when named: for the exporter and the source alike
     snap = snapshot_of(args, cfg, nodes or None)
-    exporter: Exporter = args.exporter
-    result = exporter.export(snap, cfg, vars(args), nodes)
+    result = exporter.export(snap, cfg, options, nodes)
     if result.problems:
         problems_table(result.problems, sys.stderr)
     if not exporter.objects:

@@ -1,63 +1,68 @@
-"""`topolabel fit`: would Kueue's Topology-Aware Scheduling admit this job now, and where?"""
+"""`topolabel fit`: would Kueue admit this job now - queue, quota, topology, preemption - and if not, what would?"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from rich.markup import escape
 
 from kueue_config.tas import jobfile
-from kueue_config.tas.capacity import free_capacity
-from kueue_config.tas.fit import FitReport, PodSetFit, fit
+from kueue_config.tas.advice import Advice, advise, explain
+from kueue_config.tas.fit import BLOCKED, FITS, PREEMPTS, FitReport, PodSetFit
 from kueue_config.tas.gates import Gates
+from kueue_config.tas.judge import Inputs, judge, resolved_queue
 from kueue_config.tas.lint import LintContext, lint, rejections
 from kueue_config.tas.render_tree import short_names
-from kueue_config.tas.setup import Queue, TASSetup
-from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
+from kueue_config.tas.setup import Queue
+from kueue_config.tas.workloads import Workload, workloads_in
 from labeler.errors import TopologyError
 from labeler.files import read_text
 
 from ..output import console, emit, for_people, view_of
 from ..tables import Column, View, render
 from . import COMMANDS
-from .common import cluster_nodes, config_of
-from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
+from .tas_common import admission_parent, flavor_parent, read_admission, tas_parent
 
 EXAMPLES = """examples:
   topolabel fit job.yaml --kubeconfig ~/.kube/config
-  topolabel fit job.yaml --nodes nodes.yaml --pods pods.yaml --kueue-dir gitops/kueue -o json
+  topolabel fit job.yaml --kubeconfig ~/.kube/config --drain b01 --without team-a/job-big-1a2b3
+  topolabel fit job.yaml --nodes nodes.yaml --pods pods.yaml --workloads workloads.yaml --kueue-dir gitops/kueue -o json
   topolabel fit examples/jobs/pytorchjob.yaml --config examples/topolabel.yaml --snapshot snap.json \\
       --nodes examples/nodes.yaml
-exit status: 0 fits, 1 does not fit, 2 bad input or a job Kueue rejects, or one fit cannot judge
+exit status: 0 fits, 1 does not fit (or only by preempting), 2 bad input or a job Kueue rejects, or one fit
+cannot judge
 """
 SHOWN_NODES = 3
+NOTHING_FITS = ("none of the changes fit tries makes it fit now (fewer pods in whole slices, `preferred` or a "
+                "coarser level, another LocalQueue or namespace, waiting for admitted workloads, fewer pods once "
+                "they finish); what stops it is above")
+VERDICTS = {FITS: "[green]fits[/]", PREEMPTS: "[yellow]fits only by preempting[/]",
+            BLOCKED: "[red]stopped by its queue[/]"}
 
 
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("fit", help=COMMANDS["fit"],
-                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"], tas_parent(),
-                                     flavor_parent()],
+                            parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
+                                     tas_parent(), flavor_parent(), admission_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", metavar="FILE", help="job YAML, annotated for TAS (- for stdin)")
-    parser.add_argument("--kueue-feature-gates", metavar="GATES",
-                        help="Kueue's feature gates when not the v0.19.2 defaults, e.g. TASBalancedPlacement=true; "
-                             "fit refuses (exit 2) where a gate it does not model would change the answer")
+    gates_flag(parser)
+    parser.add_argument("--no-advice", action="store_true",
+                        help="only Kueue's answer: skip the search for changes that would fit")
     parser.set_defaults(run=run)
 
 
-def queue_of(setup: TASSetup, workload: Workload, flavor: str | None, topology: str | None) -> Queue:
+def gates_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kueue-feature-gates", metavar="GATES",
+                        help="Kueue's feature gates when not the v0.19.2 defaults, e.g. TASBalancedPlacement=true; "
+                             "fit refuses (exit 2) where a gate it does not model would change the answer")
+
+
+def queue_of(inputs: Inputs, workload: Workload, flavor: str | None, topology: str | None) -> Queue:
     """The flavors Kueue would try for this workload, narrowed by --flavor / --topology."""
-    name = ((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL)
-    queue = setup.queue(str(name) if name else None, workload.namespace or "default")
-    if flavor and flavor not in setup.flavors:
-        raise TopologyError(f"no ResourceFlavor {flavor!r}; known: {', '.join(sorted(setup.flavors)) or 'none'}")
-    if topology and topology not in setup.topologies:
-        raise TopologyError(f"no Topology {topology!r}; known: {', '.join(sorted(setup.topologies)) or 'none'}")
-    narrowed = queue.only(flavor, topology)
-    if flavor and not narrowed.flavors:
-        narrowed = Queue(queue.cluster_queue, (setup.flavors[flavor],), queue.covered)
-    return narrowed
+    return resolved_queue(workload, inputs, flavor, topology).queue
 
 
 def check_accepted(workload: Workload, queue: Queue, gates: Gates, origin: str) -> None:
@@ -90,71 +95,96 @@ def _nodes(p: PodSetFit) -> list[str]:
     return lines or ["-"]
 
 
-def print_report(workload: Workload, report: FitReport, view: View) -> None:
+def print_report(workload: Workload, report: FitReport, why: list[str], advice: list[Advice] | None,
+                 view: View) -> None:
+    """The answer for people: the verdict, Kueue's own message once, why in plain words, what would fit."""
     con = console()
     where = []
+    if report.local_queue:
+        where.append(f"LocalQueue {report.local_queue}" + (f" -> ClusterQueue {report.cluster_queue}"
+                                                             if report.cluster_queue else ""))
     if report.flavor:
         where.append(f"flavor {report.flavor}")
     if report.topology:
         where.append(f"Topology {report.topology}, {report.nodes_counted} node(s) counted")
-    verdict = "[green]fits[/]" if report.fits else "[red]does not fit[/]"
+    verdict = VERDICTS.get(report.outcome, "[red]does not fit[/]")
     pods = sum(p.pods for p in report.podsets)
-    con.print(f"{escape(workload.ref)}: {verdict} - {pods} pod(s) in {len(report.podsets)} PodSet(s)"
+    con.print(f"{escape(workload.ref)}: {verdict}" + (f" - {pods} pod(s) in {len(report.podsets)} PodSet(s)"
+                                                        if report.podsets else "")
               + (f"; {escape(', '.join(where))}" if where else ""))
     if report.kueue_message:
         con.print(f"Kueue: {escape(report.kueue_message)}")
+    for line in why:
+        con.print(f"Why: {escape(line)}")
+    if advice:
+        con.print("What would fit (each change judged again as Kueue would):")
+        for tip in advice:
+            con.print(f"  - {escape(tip.text)}")
+    elif advice is not None and report.outcome != FITS:
+        con.print(f"What would fit: {NOTHING_FITS}")
+    if report.podsets:
+        _podset_table(workload, report, view)
+    excluded = report.excluded.text(report.flavor, report.flavor_labels)
+    if excluded:
+        con.print(f"nodes left out: {escape(excluded)}")
+    earlier = [a for a in report.attempts if not a.fits and a.message != report.kueue_message]
+    if earlier:
+        con.print("Earlier scheduling cycles (Kueue tries the flavors in turn and again whenever the cluster "
+                  "changes, so a pending Workload may show these too):")
+        for a in earlier:
+            con.print(f"  {escape('+'.join(a.flavors) or '(no flavor)')}: {escape(a.message)}")
+    for note in report.problems:
+        con.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def _podset_table(workload: Workload, report: FitReport, view: View) -> None:
     several = workload.workloads > 1
     rows = [((f"{p.workload}/" if several else "") + p.podset, str(p.pods), _request(p), _where(p), _nodes(p))
             for p in report.podsets]
+    con = console()
     for line in render([Column("PODSET", "name"), Column("PODS", right=True), Column("REQUEST", "prose"),
                         Column("PLACED IN"), Column("NODES: PODS")], rows, view):
         con.print(line, markup=False)
     for p in report.podsets:
         if p.note:
             con.print(f"[yellow]note:[/] PodSet {escape(p.podset)}: {escape(p.note)}")
-    excluded = report.excluded.text(report.flavor, report.flavor_labels)
-    if excluded:
-        con.print(f"nodes left out: {escape(excluded)}")
-    failed = [a for a in report.attempts if not a.fits]
-    if len(report.attempts) > 1 and failed:
-        con.print("Kueue tries the flavors in turn, one scheduling cycle each (and again whenever the cluster "
-                  "changes, so a pending Workload shows each message in turn):")
-        for a in report.attempts:
-            outcome = "admits it" if a.fits else escape(a.message)
-            con.print(f"  {escape('+'.join(a.flavors) or '(no flavor)')}: {outcome}")
-    for note in report.problems:
-        con.print(f"[yellow]note:[/] {escape(note)}")
+
+
+def answer(workload: Workload, inputs: Inputs, args: argparse.Namespace, gates: Gates, origin: str,
+           with_advice: bool) -> tuple[FitReport, list[str], list[Advice] | None]:
+    """Kueue's answer for one job, the plain words, and the checked advice (None: not searched)."""
+    resolved = resolved_queue(workload, inputs, args.flavor, args.topology)
+    check_accepted(workload, resolved.queue, gates, origin)
+    report = judge(workload, inputs, gates, resolved=resolved)
+    if report.outcome == FITS or not with_advice:
+        return report, [], None
+    return report, explain(workload, report, inputs, gates), advise(workload, report, inputs, gates)
+
+
+def as_json(report: FitReport, why: list[str], advice: list[Advice] | None) -> dict[str, Any]:
+    return {**report.to_dict(), "why": why, "advice": [a.to_dict() for a in advice or ()]}
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_of(args)
     gates = Gates.parse(args.kueue_feature_gates)
     docs = jobfile.load(read_text(args.file), args.file)
     workloads = workloads_in(docs, args.file)
-    nodes = cluster_nodes(args)
-    ctx = tas_context(args, cfg, nodes)
-    if ctx.setup is None:
-        raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
-    nodes, notes = placed_nodes(nodes, ctx.snapshot)
+    _, inputs, notes = read_admission(args)
     if args.nodes and not args.pods:
         notes.append("no --pods given: every node counts as empty")
-    free = free_capacity(nodes, running_pods(args))
-    reports = []
+    answers = []
     for workload in workloads:
-        queue = queue_of(ctx.setup, workload, args.flavor, args.topology)
-        check_accepted(workload, queue, gates, args.file)
-        report = fit(workload, nodes, free, queue, gates)
-        if queue.cluster_queue is None:
-            report.problems.append("the job's queue does not resolve to a ClusterQueue here; every flavor was tried")
+        report, why, advice = answer(workload, inputs, args, gates, args.file, not args.no_advice)
         report.problems += notes
-        reports.append(report)
+        answers.append((workload, report, why, advice))
     if for_people(args):
-        for workload, report in zip(workloads, reports):
-            print_report(workload, report, view_of(args))
+        for workload, report, why, advice in answers:
+            print_report(workload, report, why, advice, view_of(args))
     else:
-        data = [r.to_dict() for r in reports]
+        data = [as_json(r, w, a) for _, r, w, a in answers]
         emit(data[0] if len(data) == 1 else data, args.output)
-    if not all(r.fits for r in reports):
-        print(f"topolabel fit: {sum(not r.fits for r in reports)} workload(s) would stay pending", file=sys.stderr)
+    pending = sum(r.outcome != FITS for _, r, _, _ in answers)
+    if pending:
+        print(f"topolabel fit: {pending} workload(s) would not be admitted now", file=sys.stderr)
         return 1
     return 0

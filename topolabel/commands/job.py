@@ -8,7 +8,8 @@ import sys
 from kueue_config.tas import jobfile
 from kueue_config.tas.annotate import TASRequest, annotate
 from kueue_config.tas.gates import Gates
-from kueue_config.tas.lint import ERROR, WARNING, LintContext, lint, summary
+from kueue_config.tas.lint import ERROR, PENDING, WARNING, Finding, LintContext, lint, summary
+from kueue_config.tas.queueing import queue_warning
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import TopologyError
@@ -114,6 +115,9 @@ def run_annotate(args: argparse.Namespace) -> int:
         slice_level = _resolve(args.slice_within, keys, ctx) if args.slice_within else None
         request = TASRequest(args.queue, level, args.preferred, args.slice_size, slice_level)
         notes += annotate(workload, request, keys[0] if keys and len(keys) == 1 else None)
+        warning = queue_warning(ctx.setup, args.queue, workload.namespace) if ctx.setup else None
+        if warning:
+            notes.append(f"warning: {workload.ref}: {warning}")
         if keys is None:
             notes.append(f"{workload.ref}: level {level} not checked against a Topology (no --kueue-dir, "
                          "--snapshot or --kubeconfig)")
@@ -135,6 +139,11 @@ def run_check(args: argparse.Namespace) -> int:
     for workload in workloads:
         queue = str(((workload.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL) or "") or None
         findings += lint([workload], _context(ctx, workload, queue, args))
+        warning = queue_warning(ctx.setup, queue, workload.namespace) if ctx.setup and queue else None
+        if warning:
+            findings.append(Finding(WARNING, workload.ref, f'metadata.labels["{QUEUE_LABEL}"]', warning,
+                                    "create the LocalQueue in the job's namespace, or use one that exists there "
+                                    "(`topolabel job annotate --queue NAME`)", PENDING))
     counts = summary(findings)
     if for_people(args):
         if findings:

@@ -80,9 +80,9 @@ def run(args: argparse.Namespace) -> int:
     directory = read_dir(Path(args.output_dir), GENERATOR)
     new = render(result.objects, GENERATOR)
     if args.check:
-        changes = diff(directory.current(), directory.target(new))
-        if changes:
-            sys.stdout.write(changes)
+        differences = diff(directory.current(), directory.target(new))
+        if differences:
+            sys.stdout.write(differences)
             print(f"{directory.path}: differs from what would be generated; run without --check", file=sys.stderr)
             return 1
         print(f"{directory.path}: up to date ({len(new) + 1} files)", file=sys.stderr)

@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
     group.add_argument("--leader-elect", action="store_true",
                        help="run as one of several replicas: work only while holding the Lease topolabel-operator "
                             "in the operator's namespace (the manifests run 2 replicas with it)")
+    group.add_argument("--capacity-metrics", action="store_true",
+                       help="after each full pass, export what Kueue's TAS counts as free per flavor and level "
+                            "(topolabel_capacity_*; needs `list pods` cluster-wide: manifests/capacity)")
     group.add_argument("--verbose", action="store_true", help="debug logging")
     group.add_argument("--log-format", choices=("text", "json"), default="text",
                        help="json: one object per line with time, level, logger, message and, where they apply, "
@@ -59,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     opts = RunOptions(kubeconfig=args.kubeconfig, context=args.context, config_path=args.config, flags=vars(args),
                       name=args.name, namespace=operator_namespace(), resync=args.resync,
                       source_timeout=args.source_timeout, http_host=host, http_port=port,
-                      timeouts=Timeouts(args.connect_timeout, args.request_timeout), leader_election=args.leader_elect)
+                      timeouts=Timeouts(args.connect_timeout, args.request_timeout), leader_election=args.leader_elect,
+                      capacity_metrics=args.capacity_metrics)
     try:
         asyncio.run(Operator(opts).run())
     except LeadershipLost as exc:

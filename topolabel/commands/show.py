@@ -8,9 +8,10 @@ from dataclasses import asdict
 from typing import Any
 
 from kueue_config.tas import jobfile
-from kueue_config.tas.capacity import Resources, allocatable, free_capacity, untolerated_taint
-from kueue_config.tas.fit import FitReport, fit
+from kueue_config.tas.capacity import allocatable, free_capacity, untolerated_taint
+from kueue_config.tas.fit import FITS, FitReport
 from kueue_config.tas.gates import Gates
+from kueue_config.tas.judge import Inputs
 from kueue_config.tas.render_tree import FlavorView, Marks, flavor_view, short_level, text_tree
 from kueue_config.tas.setup import Flavor, TASSetup
 from kueue_config.tas.svg import render_svg
@@ -19,13 +20,11 @@ from kueue_config.tas.workloads import workloads_in
 from labeler.errors import TopologyError
 from labeler.isolation import CONDITION as FABRIC_CONDITION
 from labeler.files import read_text, write_atomic
-from labeler.nodes import Node
 
 from ..output import emit, for_people, headline, say, view_of
 from . import COMMANDS
-from .common import cluster_nodes, config_of
-from .fit import check_accepted, queue_of
-from .tas_common import flavor_parent, placed_nodes, running_pods, tas_context, tas_parent
+from .fit import answer, gates_flag
+from .tas_common import admission_parent, flavor_parent, read_admission, tas_parent
 
 EXAMPLES = """examples:
   topolabel show --kubeconfig ~/.kube/config
@@ -37,8 +36,7 @@ EXAMPLES = """examples:
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("show", help=COMMANDS["show"],
                             parents=[parents["config"], parents["output"], parents["cluster"], parents["snapshot"],
-                                     tas_parent(),
-                                     flavor_parent()],
+                                     tas_parent(), flavor_parent(), admission_parent()],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--resource", default="nvidia.com/gpu", help="resource to count (default: nvidia.com/gpu)")
     depth = parser.add_mutually_exclusive_group()
@@ -48,7 +46,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
                        help="draw down to this level (its name, block, or its label key), in the terminal and the SVG")
     parser.add_argument("--job", metavar="FILE", help="also show where `topolabel fit` would place this job")
     parser.add_argument("--svg", metavar="FILE", help="also write the picture as one static SVG file")
-    parser.add_argument("--kueue-feature-gates", metavar="GATES", help="as for `fit`, for --job")
+    gates_flag(parser)
     parser.set_defaults(run=run)
 
 
@@ -67,19 +65,15 @@ def _flavors(setup: TASSetup, flavor: str | None, topology: str | None) -> list[
     return tas
 
 
-def _job(args: argparse.Namespace, setup: TASSetup, nodes: list[Node],
-         free: dict[str, Resources]) -> tuple[FitReport | None, str]:
+def _job(args: argparse.Namespace, inputs: Inputs) -> tuple[FitReport | None, str]:
     """`fit`'s answer for --job, and one line that says it."""
     if not args.job:
         return None, ""
     docs = jobfile.load(read_text(args.job), args.job)
     workload = workloads_in(docs, args.job)[0]
-    queue = queue_of(setup, workload, args.flavor, args.topology)
-    gates = Gates.parse(args.kueue_feature_gates)
-    check_accepted(workload, queue, gates, args.job)
-    report = fit(workload, nodes, free, queue, gates)
+    report, _, _ = answer(workload, inputs, args, Gates.parse(args.kueue_feature_gates), args.job, False)
     pods = sum(p.placed_pods for p in report.podsets)
-    if report.fits:
+    if report.outcome == FITS:
         line = f"job {workload.ref}: fits, {pods} pod(s) placed" + (f" in flavor {report.flavor}" if report.flavor else "")
     else:
         line = f"job {workload.ref}: does not fit: {report.kueue_message}"
@@ -91,7 +85,7 @@ def _placed(report: FitReport | None, flavor: str) -> dict[str, int]:
     for p in report.podsets if report else []:
         if p.flavor == flavor:
             for n in p.nodes:
-                key = n.get("node") or n.get("domain")
+                key = n["node"] if "node" in n else n["domain"]  # fit names one of the two
                 out[key] = out.get(key, 0) + n["pods"]
     return out
 
@@ -111,16 +105,13 @@ def level_depth(level: str, keys: tuple[str, ...]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_of(args)
-    nodes = cluster_nodes(args)
-    ctx = tas_context(args, cfg, nodes)
-    if ctx.setup is None:
-        raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
+    ctx, inputs, notes = read_admission(args)
+    assert ctx.setup is not None
     flavors = _flavors(ctx.setup, args.flavor, args.topology)
-    nodes, notes = placed_nodes(nodes, ctx.snapshot)
-    free = free_capacity(nodes, running_pods(args))
+    nodes = list(inputs.nodes)
+    free = free_capacity(nodes, inputs.pods)
     totals = allocatable(nodes)
-    report, job_line = _job(args, ctx.setup, nodes, free)
+    report, job_line = _job(args, inputs)
     views = []
     isolated = frozenset(n.name for n in nodes if (n.condition(FABRIC_CONDITION) or ("",))[0] == "False")
     for flavor in flavors:
@@ -138,8 +129,8 @@ def run(args: argparse.Namespace) -> int:
         shape = view_of(args)
         lines = headline(job_line, shape) if job_line else []
         for view in views:
-            tree = text_tree(view, shape.width, shape.wide)
-            lines += [*headline(tree[0], shape), *tree[1:]]
+            drawn = text_tree(view, shape.width, shape.wide)
+            lines += [*headline(drawn[0], shape), *drawn[1:]]
             excluded = view.excluded.text(view.flavor, ctx.setup.flavors[view.flavor].node_labels)
             if excluded:
                 lines += headline(f"nodes left out: {excluded}", shape)

@@ -13,13 +13,15 @@ from typing import Any
 
 from kueue_config.objects import generate
 from kueue_config.tas.capacity import PodUsage, parse_pods, pods_from_items
+from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup, read_kueue_objects
 from labeler.config import Config
+from labeler.errors import TopologyError
 from labeler.model import Level, Snapshot
 from labeler.nodes import Node, read_items
 
-from ..pipeline import read_snapshot
-from .common import connect
+from ..pipeline import read_config, read_snapshot
+from .common import cluster_nodes, connect
 
 
 def tas_parent() -> argparse.ArgumentParser:
@@ -35,6 +37,21 @@ def flavor_parent() -> argparse.ArgumentParser:
     parser.add_argument("--flavor", metavar="NAME", help="only this ResourceFlavor (default: the queue's, in order)")
     parser.add_argument("--pods", metavar="FILE",
                         help="`kubectl get pods -A -o yaml` output (with --nodes); without it no pod holds capacity")
+    return parser
+
+
+def admission_parent() -> argparse.ArgumentParser:
+    """What admission reads besides nodes and pods, and the what-ifs."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("admission (quota in use, what-ifs)")
+    group.add_argument("--workloads", metavar="FILE",
+                       help="`kubectl get workloads -A -o yaml` output (with --nodes): the quota and topology "
+                            "assignments admitted workloads hold; a cluster's are read from it")
+    group.add_argument("--drain", metavar="DOMAIN|NODE", action="append", default=[],
+                       help="as if this node, or every node of this domain (a level's label value, or KEY=VALUE), "
+                            "were cordoned; repeatable")
+    group.add_argument("--without", metavar="NAMESPACE/WORKLOAD", action="append", default=[],
+                       help="as if this Workload had finished (its quota, placement and pods freed); repeatable")
     return parser
 
 
@@ -88,6 +105,33 @@ def placed_nodes(nodes: list[Node], snapshot: Snapshot | None) -> tuple[list[Nod
     notes = [f"{len(stale)} node(s) do not carry the snapshot's labels yet (e.g. {', '.join(stale[:3])}); the "
              "answer assumes `topolabel apply` has run - Kueue cannot place pods there until it has"] if stale else []
     return out, notes
+
+
+def admission_inputs(args: argparse.Namespace, ctx: TASContext, nodes: list[Node]) -> Inputs:
+    """Everything Kueue's admission reads, from the cluster or the files given, with the what-ifs applied."""
+    assert ctx.setup is not None
+    inputs = Inputs(ctx.setup, nodes, running_pods(args), origin=args.workloads or "cluster")
+    if getattr(args, "workloads", None):
+        inputs.workloads = list(read_items(args.workloads, "Workload"))
+    elif not args.nodes:
+        from kueue_config.tas.cluster import list_namespaces, list_priority_classes, list_workloads
+
+        api = connect(args)
+        inputs.workloads = list_workloads(api)
+        inputs.namespaces = list_namespaces(api)
+        inputs.priority_classes, inputs.default_priority = list_priority_classes(api)
+    return inputs.drained(args.drain).without(args.without)
+
+
+def read_admission(args: argparse.Namespace) -> tuple[TASContext, Inputs, list[str]]:
+    """What `fit`, `show` and `capacity` read: the Kueue set-up, the nodes (placed by --snapshot), and
+    everything admission reads, with the what-ifs; and notes on what was assumed."""
+    nodes = cluster_nodes(args)
+    ctx = tas_context(args, read_config(args.config), nodes)
+    if ctx.setup is None:
+        raise TopologyError("no Kueue set-up: give --kueue-dir, --snapshot, or --kubeconfig for a cluster with Kueue")
+    nodes, notes = placed_nodes(nodes, ctx.snapshot)
+    return ctx, admission_inputs(args, ctx, nodes), notes
 
 
 def running_pods(args: argparse.Namespace) -> list[PodUsage]:

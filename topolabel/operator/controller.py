@@ -43,6 +43,7 @@ from ..pipeline import run_source
 from ..progress import logged
 from .backoff import Backoff
 from .health import HealthKeeper, HealthReport
+from .capacity import CapacityMetrics
 from .kubeapi import Kube
 from .kueue import KueueSync
 from .labelling import Labeller
@@ -79,6 +80,7 @@ class Controller:
         self.topology = Topology()
         self.labeller = Labeller()
         self.kueue = KueueSync(kube)
+        self.capacity = CapacityMetrics(kube, metrics) if opts.capacity_metrics else None
         self.fabric_health = HealthKeeper(kube, metrics)
         self.health_report = HealthReport()
         self.spec: dict[str, Any] | None = None  # the TopologyLabeler's spec; None: there is none
@@ -265,6 +267,8 @@ class Controller:
             await self.sync_kueue(settings, nodes, verify=True)
         if settings:
             await self.judge_health(settings, nodes)
+        if settings and self.capacity is not None:
+            await asyncio.to_thread(self.capacity.update, list(nodes.values()), settings.cfg.pools.resources)
         self.metrics.last_sync.set_to_current_time()
         self.health.ready = True
         await self.report(nodes)

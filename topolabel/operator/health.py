@@ -189,7 +189,7 @@ class HealthKeeper:
 
     def write_taint(self, node: Node, taint: TaintConfig | None, verdict: Verdict | None,
                     report: HealthReport) -> None:
-        want = {"key": taint.key, "effect": taint.effect} if wants_taint(taint, verdict, node) else None
+        want = {"key": taint.key, "effect": taint.effect} if taint and wants_taint(taint, verdict, node) else None
         managed = managed_taints(node.annotations)
         taints = [dict(t) for t in node.taints]
         if new_taints(taints, managed, want) == (taints, managed):

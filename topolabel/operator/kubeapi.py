@@ -10,6 +10,7 @@ Calls are counted by Kubernetes verb, the words RBAC and the audit log use, not 
 
 from __future__ import annotations
 
+import builtins
 import time
 from typing import Any, Callable, Iterable, Iterator
 
@@ -79,15 +80,18 @@ class Kube:
                 return None
             raise
 
-    def pages(self, path: str, label_selector: str | None = None, page: int = 500) -> Iterator[list[dict[str, Any]]]:
+    def pages(self, path: str, label_selector: str | None = None, page: int = 500,
+              field_selector: str | None = None) -> Iterator[list[dict[str, Any]]]:
         """The items, page by page; each page is one counted, retried request."""
         query = [("limit", str(page))] + ([("labelSelector", label_selector)] if label_selector else [])
+        query += [("fieldSelector", field_selector)] if field_selector else []
         return pages(lambda token: self.request("list", path, query=query + ([("continue", token)] if token else [])),
                      call=lambda fetch: fetch())  # request() already retries each page
 
-    def list(self, path: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+    def list(self, path: str, label_selector: str | None = None, field_selector: str | None = None
+             ) -> list[dict[str, Any]]:
         """Every item of every page."""
-        return [item for items in self.pages(path, label_selector) for item in items]
+        return [item for items in self.pages(path, label_selector, field_selector=field_selector) for item in items]
 
     def create(self, path: str, obj: dict[str, Any]) -> Any:
         return self.request("create", path, body=obj, query=[("fieldManager", FIELD_MANAGER)])
@@ -114,7 +118,7 @@ class Kube:
                 raise
         return None
 
-    def list_nodes(self) -> list[Node]:
+    def list_nodes(self) -> builtins.list[Node]:  # `list` here is the method above
         return nodes_from_pages(self.pages("/api/v1/nodes"), "cluster")
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:

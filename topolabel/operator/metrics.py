@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 from aiohttp import web
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
@@ -43,8 +43,8 @@ class Metrics:
         self.api_calls = Counter("topolabel_api_calls_total", "Kubernetes API calls made, by Kubernetes verb (get, "
                                  "list, create, patch, apply, delete), resource and HTTP status code",
                                  ["verb", "resource", "code"], registry=reg)
-        self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status, health)",
-                              ["kind"], registry=reg)
+        self.errors = Counter("topolabel_errors_total", "Errors by kind (source, config, labels, kueue, status, health, "
+                              "capacity)", ["kind"], registry=reg)
         self.node_writes = Counter("topolabel_node_writes_total", "Node label patches that succeeded", registry=reg)
         self.kueue_writes = Counter("topolabel_kueue_writes_total", "Kueue object writes", ["kind", "verb"],
                                     registry=reg)
@@ -67,12 +67,36 @@ class Metrics:
         self.build_info = Gauge("topolabel_build_info", "Always 1; the version of the running operator",
                                 ["version"], registry=reg)
         self.build_info.labels(version=version.current()).set(1)
+        self.capacity_up = Gauge("topolabel_capacity_up", "1 when the capacity metrics are current (the last full "
+                                 "pass could read pods, Workloads and Kueue objects), else 0", registry=reg)
+        self.capacity_free = Gauge("topolabel_capacity_free", "Per TAS flavor, Topology level and resource: the most "
+                                   "of the resource free in one domain of the level, as Kueue's TAS counts it",
+                                   ["flavor", "level", "resource"], registry=reg)
+        self.capacity_free_domains = Gauge("topolabel_capacity_free_domains", "Per TAS flavor, level and resource: "
+                                           "domains with all of the resource free", ["flavor", "level", "resource"],
+                                           registry=reg)
+        self.capacity_domain_free = Gauge("topolabel_capacity_domain_free", "Per TAS flavor and resource: what is "
+                                          "free in each top-level domain (at most 64 domains per flavor)",
+                                          ["flavor", "domain", "resource"], registry=reg)
         for state in NODE_STATES:
             self.nodes.labels(state=state).set(0)
 
     def set_node_states(self, counts: dict[str, int]) -> None:
         for state in NODE_STATES:
             self.nodes.labels(state=state).set(counts.get(state, 0))
+
+    def set_capacity(self, rooms: Iterable[Any], max_top: int) -> None:
+        """Replace the capacity series with these (`slots.FreeRoom`s): gone flavors and domains disappear."""
+        for gauge in (self.capacity_free, self.capacity_free_domains, self.capacity_domain_free):
+            gauge.clear()
+        for room in rooms:
+            for lv in room.levels:
+                self.capacity_free.labels(flavor=room.flavor, level=lv.level, resource=room.resource).set(lv.largest)
+                self.capacity_free_domains.labels(flavor=room.flavor, level=lv.level,
+                                                  resource=room.resource).set(lv.whole)
+            for domain, free in sorted(room.top.items(), key=lambda kv: (-kv[1], kv[0]))[:max_top]:
+                self.capacity_domain_free.labels(flavor=room.flavor, domain=domain, resource=room.resource).set(free)
+        self.capacity_up.set(1)
 
     def set_health(self, decision: Decision | None) -> None:
         """The fabric health gauges from a pass's decision (None: health is off, every gauge cleared)."""
@@ -166,6 +190,6 @@ async def serve(metrics: Metrics, health: Health, host: str, port: int) -> tuple
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else port
+    bound = runner.addresses[0][1] if runner.addresses else port  # port 0: the one the system chose
     log.info("serving /metrics, /healthz and /readyz on http://%s:%d", host, bound)
     return runner, bound

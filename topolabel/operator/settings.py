@@ -35,6 +35,7 @@ class RunOptions:
     http_port: int = 8080
     timeouts: Timeouts = Timeouts()
     leader_election: bool = False  # hold the Lease `topolabel-operator` in `namespace` before working
+    capacity_metrics: bool = False  # export free capacity per flavor and level (needs `list pods`)
 
 
 @dataclass(frozen=True)
