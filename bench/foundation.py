@@ -61,9 +61,10 @@ def main() -> None:
         for key in dict.fromkeys((r["node file"], r["phase"]) for r in rows):
             small, large = (next(r for r in rows if (r["node file"], r["phase"]) == key and r["nodes"] == n)
                             for n in (first, last))
+            growth = {f"{what} exponent": math.log(float(large[what]) / float(small[what])) / math.log(last / first)
+                      for what in ("CPU s", "peak RSS MB")}
             exponents.append({"node file": key[0], "phase": key[1], "nodes": f"{first:,} -> {last:,}",
-                              **{f"{what} exponent": f"{math.log(float(large[what]) / float(small[what])) / math.log(last / first):.2f}"
-                                 for what in ("CPU s", "peak RSS MB")}})
+                              **{what: f"{value:.2f}" for what, value in growth.items()}})
     print_table(f"Foundation pipeline, whole processes, medians of {args.runs} ({start_load} at the start, "
                 f"{load()} at the end)", rows)
     if exponents:

@@ -106,8 +106,9 @@ def harness(source: Path | None = None, version: str | None = None) -> Harness:
         module, tags = HARNESS_SRC / version.split(".")[0], ["-tags", "topograph_v1"]
         if not (module / "go.mod").exists():
             raise SystemExit(f"no pinned harness module for Topograph {version} ({module}/go.mod)")
-        if not (source / "go.mod").exists() or "module github.com/NVIDIA/topograph" not in (source / "go.mod").read_text():
-            raise SystemExit(f"--topograph-source {source}: not a copy of github.com/NVIDIA/topograph (no go.mod naming it)")
+        named = (source / "go.mod").read_text() if (source / "go.mod").exists() else ""
+        if "module github.com/NVIDIA/topograph\n" not in named:
+            raise SystemExit(f"--topograph-source {source}: not a copy of github.com/NVIDIA/topograph (its go.mod)")
         sources += sorted(p for p in source.rglob("*") if p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
     pinned = [module / "go.mod", module / "go.sum"]
     digest = hashlib.sha256(b"".join(str(p).encode() + p.read_bytes() for p in [*sources, *pinned])).hexdigest()[:12]

@@ -49,12 +49,12 @@ class Fabric:
     cables: list[Cable]
     rates: list[Rate]
     port_guids: dict[tuple[int, int], int] = field(default_factory=dict)
-    ports: list[dict[int, PortEnd]] | None = field(default=None, repr=False, compare=False)
+    ports: list[dict[int, PortEnd]] = field(default_factory=list, repr=False, compare=False)
     index: dict[int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """`ports` from the cables, unless the maker has them already (the reader fills them as it reads)."""
-        if self.ports is None:
+        if len(self.ports) != len(self.guids):
             self.ports = [{} for _ in self.guids]
             for c, (a, pa, b, pb, _) in enumerate(self.cables):
                 self.ports[a][pa] = (b, pb, c)

@@ -132,8 +132,8 @@ def uplink_gaps(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int], names
     guid = fabric.guids.__getitem__
     rank_of = tiers.rank_list(len(fabric.guids))
     found = []
-    for (rank, block), members in sorted(groups.items(), key=lambda kv: (kv[0][0], guid(kv[0][1]) if kv[0][1] is not None
-                                                                         else 0)):
+    by_tier_and_block = sorted(groups.items(), key=lambda kv: (kv[0][0], 0 if kv[0][1] is None else guid(kv[0][1])))
+    for (rank, block), members in by_tier_and_block:
         if len(members) < 3:
             continue  # a majority of two says nothing
         uplinks = {s: _uplinks(fabric.ports[s], rank_of, rank) for s in members}

@@ -13,7 +13,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from labeler.errors import InputError
 from labeler.nodes import Node
@@ -59,7 +59,7 @@ class Hcas:
         """Fabric node -> host of the HCAs that place their host: a host known, and the device matching the
         pattern (one whose device name is unknown counts too); in GUID order."""
         if pattern is None:
-            return dict(compress(zip(self.nodes, self.hosts), self.hosts))
+            return cast("dict[int, str]", dict(compress(zip(self.nodes, self.hosts), self.hosts)))  # hosts, no None
         return {node: host for node, host, device in zip(self.nodes, self.hosts, self.devices)
                 if host and (device is None or pattern.search(device))}
 
@@ -183,7 +183,7 @@ def assign_owners(hcas: Hcas, fabric: Fabric, guids: GuidMap, resolve: Callable[
     shared = Counter(hcas.descs) if len(set(hcas.descs)) < len(hcas.descs) else None
     if shared is None and not guids.owners and resolve is str.lower and None not in hosts:
         # the usual case, whole columns at once: every HCA names its host, and hosts are node names as they are
-        hcas.hosts = "\n".join(hosts).lower().split("\n")  # type: ignore[arg-type]
+        hcas.hosts[:] = "\n".join(cast("list[str]", hosts)).lower().split("\n")
         hcas.devices, hcas.unknown = devices, whys
         return []
     notices = []
