@@ -17,6 +17,7 @@ CHART = ROOT / "charts" / "topolabel"
 COPIES = {
     "crds/topologylabelers.topolabel.dev.yaml": "manifests/crd.yaml",
     "files/rbac.yaml": "manifests/rbac.yaml",
+    "files/admission-policy.yaml": "manifests/admission-policy.yaml",
     "files/agent-rbac.yaml": "manifests/agent/rbac.yaml",
     "files/agent-admission-policy.yaml": "manifests/agent/admission-policy.yaml",
     "files/ib-collector-rbac.yaml": "manifests/ib-collector/rbac.yaml",

@@ -34,7 +34,10 @@ _FABRIC = FABRIC_NAME.pattern.removeprefix("^").removesuffix("$")
 # fabric the operator reads ("*": the only one published; empty: none).
 CHECKED = {"ibCollector.replicas": {"type": "integer", "minimum": 0},
            "ibCollector.fabrics": {"type": "array", "items": {"type": "string", "pattern": f"^{_FABRIC}=.+$"}},
-           "operator.infiniband.fabric": {"type": "string", "pattern": rf"^(|\*|{_FABRIC})$"}}
+           "operator.infiniband.fabric": {"type": "string", "pattern": rf"^(|\*|{_FABRIC})$"},
+           "ibCollector.subnetPrefixes": {"type": "array", "items": {"type": "string", "pattern": "^[0-9a-f]{16}$"}},
+           "operator.admissionPolicy.labelPrefixes": {"type": "array", "items": {"type": "string", "pattern": "^(.*/)?$"}},
+           "operator.admissionPolicy.labelKeys": {"type": "array", "items": {"type": "string", "minLength": 1}}}
 
 
 def typed(value: Any, path: str) -> dict[str, Any]:

@@ -2,13 +2,19 @@
 
     python3 -m hack.fuzz --cases 3000 --seed 1            # random cases, then the fixed checks
     python3 -m hack.fuzz --cases 0 --json report.json     # only the fixed checks, a machine-readable report
+    python3 -m hack.fuzz --cases 60 --seed 32 --quick --budget 60   # what CI runs (tests/test_fuzz.py)
 
 Random cases: each writes one malformed input (a valid document with wrong types, deleted or added keys,
 odd strings; junk and non-UTF-8 bytes; nesting deeper than 1000; an alias bomb; a directory where a file
 belongs) and runs `topolabel.cli.main` on it in a forked child, so a hang can be killed and a crash cannot
-take the driver down. Fixed checks: inputs with a known right answer (wrong results), scenarios that lose
-data (a user's file overwritten, a label topolabel does not own removed), and network faults (a silent
-server, a slow-drip body, an unanswered PATCH, refused connections, non-JSON answers).
+take the driver down. The hostile world's inputs are cases too (hack/fuzz_hostile.py): kubeconfigs, the API
+server's answers (a raw-socket server in the driver answers the case), an exec plugin's and lldpcli's
+output, nodes' InfiniBand claims. Fixed checks: inputs with a known right answer (wrong results), scenarios
+that lose data (a user's file overwritten, a label topolabel does not own removed), network faults (a silent
+server, a slow-drip body, an unanswered PATCH, refused connections, non-JSON answers), and the hostile
+world's: headers and TLS dripped, Retry-After 60, endless lists and bodies, plugins and tools that never end
+or flood, a closed or full stdout, devices and FIFOs as targets, nodes claiming others' HCAs or switches,
+another tool's label key. `--quick` leaves out the checks that wait for a default timeout (20 to 60 s each).
 
 Outcomes counted:
 - traceback: an exception escaped `main`, or main reported an internal error (a bug caught by its last net);
@@ -77,8 +83,10 @@ class Outcome:
         return f"{last.split(':')[0][:60]} at {where}"
 
 
-def run_case(argv: list[str], timeout: float, stdin: bytes = b"", fsize: int | None = None) -> Outcome:
-    """`main(argv)` in a forked child with its own stdout/stderr; killed after `timeout` seconds."""
+def run_case(argv: list[str], timeout: float, stdin: bytes = b"", fsize: int | None = None,
+             stdout: int | None = None) -> Outcome:
+    """`main(argv)` in a forked child with its own stdout/stderr (or `stdout`, a file descriptor: a closed pipe,
+    /dev/full); killed after `timeout` seconds."""
     out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
     inp = tempfile.TemporaryFile()
     inp.write(stdin)
@@ -92,7 +100,7 @@ def run_case(argv: list[str], timeout: float, stdin: bytes = b"", fsize: int | N
         try:
             os.setpgid(0, 0)
             os.dup2(inp.fileno(), 0)
-            os.dup2(out.fileno(), 1)
+            os.dup2(out.fileno() if stdout is None else stdout, 1)
             os.dup2(err.fileno(), 2)
             sys.stdin = io.TextIOWrapper(os.fdopen(0, "rb", closefd=False))
             sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", closefd=False), write_through=True)
@@ -166,10 +174,12 @@ MULTI_LINE = {"config/check"}  # lists every problem of the file, one per line, 
 
 @dataclass
 class Fixtures:
-    """Valid inputs in a directory; targets combine them with the one malformed file of a case."""
+    """Valid inputs in a directory; targets combine them with the one malformed file of a case. `server`: the
+    driver's raw-socket API server (hack.fuzz_hostile.HostileServer), which answers served cases."""
 
     dir: Path
     docs: dict[str, Any] = field(default_factory=dict)
+    server: Any = None
 
     def path(self, name: str) -> str:
         return str(self.dir / name)
@@ -225,6 +235,7 @@ class Target:
     seed: str  # a key of Fixtures.docs, or "text:<name>" for a text format
     argv: Callable[[Fixtures, str], list[str]]
     as_dir: str | None = None  # the input goes into a directory as this file name; the dir is the argument
+    served: str | None = None  # the input is the fuzz server's answer to paths holding this, not a file
 
 
 def _f(fx: Fixtures, name: str) -> str:
@@ -463,7 +474,8 @@ spec: *i
 
 def make_input(target: Target, fx: Fixtures, rng: random.Random) -> bytes | None:
     if rng.random() < 0.2:
-        return junk(rng)
+        found = junk(rng)
+        return b"" if found is None and target.served else found  # a server answers bytes, never a directory
     if target.seed.startswith("text:"):
         return mutate_text(TEXT_SEEDS[target.seed[5:]](), rng).encode(errors="surrogateescape")
     return encode(mutate(fx.docs[target.seed], rng), rng)
@@ -554,12 +566,20 @@ class Report:
 
 
 def fuzz(report: Report, fx: Fixtures, cases: int, rng: random.Random, timeout: float, show: int,
-         save: Path | None) -> None:
+         save: Path | None, budget: float = float("inf")) -> None:
+    """`cases` random cases (fewer when `budget` seconds run out), the targets in turn."""
+    from hack.fuzz_hostile import TARGETS as HOSTILE
+
+    targets = HOSTILE + TARGETS  # the hostile world first: a short budget still covers it
+    deadline = time.monotonic() + budget
     for i in range(cases):
-        target = TARGETS[i % len(TARGETS)]
+        if time.monotonic() > deadline:
+            report.findings.append(f"[budget] {i} of {cases} random cases run within {budget:g}s")
+            break
+        target = targets[i % len(targets)]
         content = make_input(target, fx, rng)
         case_dir = Path(tempfile.mkdtemp(dir=fx.dir))
-        arg = place_input(target, case_dir, content)
+        arg = place_input(target, case_dir, content) if target.served is None else fx.server.serve(target.served, content)
         argv = target.argv(fx, arg)
         outcome = run_case(argv, timeout)
         note = f"{target.name} case {i}: {(content or b'<dir>')[:160]!r}"
@@ -590,7 +610,7 @@ def snapshot_doc(label: str, values: dict[str, Any], name: str = "block") -> dic
     return {"levels": [{"name": name, "label": label}], "nodes": {n: {name: v} for n, v in values.items()}, "problems": []}
 
 
-def checks(report: Report, fx: Fixtures, timeout: float) -> None:
+def checks(report: Report, fx: Fixtures, timeout: float, quick: bool = False) -> None:
     d = Path(tempfile.mkdtemp(dir=fx.dir))
     nodes = write(d / "nodes.yaml", {"apiVersion": "v1", "kind": "List", "items": [node("n1"), node("n2")]})
 
@@ -657,7 +677,11 @@ def checks(report: Report, fx: Fixtures, timeout: float) -> None:
 
     _file_checks(report, fx, d, timeout)
     _cluster_checks(report, fx, d, timeout)
-    _fault_checks(report, fx, d, timeout)
+    if not quick:
+        _fault_checks(report, fx, d, timeout)
+    from hack.fuzz_hostile import hostile_checks
+
+    hostile_checks(report, fx, d, quick)
 
 
 def _file_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> None:
@@ -800,6 +824,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=20.0, help="seconds before a case counts as a hang")
     parser.add_argument("--no-checks", action="store_true", help="random cases only")
+    parser.add_argument("--quick", action="store_true",
+                        help="leave out the checks that wait for a default timeout (what CI runs)")
+    parser.add_argument("--budget", type=float, default=float("inf"), metavar="SECONDS",
+                        help="stop the random cases after this long (the checks still run)")
     parser.add_argument("--show", type=int, default=0, help="print the first traceback of each new root cause")
     parser.add_argument("--json", metavar="FILE", help="write the report as JSON")
     parser.add_argument("--save", metavar="DIR", type=Path,
@@ -810,14 +838,21 @@ def main(argv: list[str] | None = None) -> int:
     from topolabel.cli import parser as cli_parser
 
     cli_parser()  # load every command and source before forking
+    from kubernetes import client
+
+    client.CoreV1Api, client.CustomObjectsApi  # noqa: B018 - imported on first use, which takes seconds (2 CPU s:
+    # pydantic models), and each served case would pay it
+    from hack.fuzz_hostile import HostileServer, add_fixtures
+
     rng = random.Random(args.seed)
     report = Report()
-    with tempfile.TemporaryDirectory(prefix="topolabel-fuzz-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="topolabel-fuzz-") as tmp, HostileServer() as server:
         fx = make_fixtures(Path(tmp))
+        add_fixtures(fx, server)
         started = time.monotonic()
-        fuzz(report, fx, args.cases, rng, args.timeout, args.show, args.save)
+        fuzz(report, fx, args.cases, rng, args.timeout, args.show, args.save, args.budget)
         if not args.no_checks:
-            checks(report, fx, args.timeout)
+            checks(report, fx, args.timeout, args.quick)
         seconds = time.monotonic() - started
     data = report.to_dict()
     if args.json:

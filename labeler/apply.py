@@ -61,21 +61,24 @@ class ApplyResult:
 
 
 def apply_plan(plan: Plan, patch: Patcher, concurrency: int = 16, retries: int = 5,
-               patient: bool = False, progress: Progress = quiet) -> ApplyResult:
+               patient: bool = False, progress: Progress = quiet, budget: float | None = None) -> ApplyResult:
     """Send each change of the plan through `patch(node, body)` (`apply_changes`)."""
-    return apply_changes(plan.changes, patch, concurrency, retries, patient, progress)
+    return apply_changes(plan.changes, patch, concurrency, retries, patient, progress, budget=budget)
 
 
 def apply_changes(changes: Sequence[Change], patch: Patcher, concurrency: int = 16, retries: int = 5,
-                  patient: bool = False, progress: Progress = quiet, what: str = "writing labels") -> ApplyResult:
+                  patient: bool = False, progress: Progress = quiet, what: str = "writing labels",
+                  budget: float | None = None) -> ApplyResult:
     """Send each change through `patch(node, body)`; a failure, whatever it is, is recorded for that node and
-    the rest go on, so the result always says what was written. `patient`: retry timeouts too (operator)."""
+    the rest go on, so the result always says what was written. `patient`: retry timeouts too (operator);
+    `budget`: seconds within which each node's retries end (the CLI's request timeout)."""
     result = ApplyResult()
     stats = CallStats()
 
     def write(change: Change) -> tuple[str, str | None, bool]:
         try:
-            call_with_retries(lambda: patch(change.node, change.patch()), retries, stats, patient=patient)
+            call_with_retries(lambda: patch(change.node, change.patch()), retries, stats, patient=patient,
+                              budget=budget)
             return change.node, None, False
         except ApiException as exc:
             return change.node, api_error(exc), False

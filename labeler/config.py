@@ -42,7 +42,7 @@ from .documents import read_document
 from .errors import InputError
 from .isolation import COUNTERS, DomainRule, Policy
 from .names import camel, snake
-from .placement import DEFAULT_PREFIX
+from .model import DEFAULT_PREFIX, Ownership, ownership
 from .plan import MAX_CHANGE_FRACTION
 from .queues import Amounts, ClusterQueueConfig, CohortConfig, LocalQueueConfig, ObjectName, kueue_issues
 from .validation import Issue, Loc, did_you_mean, file_order, issues, model_issues, one_line
@@ -237,6 +237,10 @@ class Config(_Model):
 
     def label_overrides(self) -> dict[str, str]:
         return {lv.name: lv.label for lv in self.levels if lv.label}
+
+    def ownership(self) -> Ownership:
+        """The label keys this config lets topolabel write and remove (`model.Ownership`)."""
+        return ownership(self.key_prefix, self.label_overrides().values())
 
     def level_key(self, level: str) -> str:
         """The label key of a level given by name (or given as a key already: it holds a '/')."""

@@ -117,13 +117,16 @@ def load_all(text: str, origin: str, strings: bool = False) -> list[Any]:
 
 def check_yaml(text: str, origin: str) -> None:
     """Refuse YAML nested deeper than MAX_DEPTH or whose aliases expand it far beyond its size, from the
-    parser's events alone (nothing is built, and libyaml's parser keeps its own stack)."""
+    parser's events alone (nothing is built, and libyaml's parser keeps its own stack). Size is counted twice:
+    in nodes (a billion laughs: lists of lists) and in scalar characters (one long string aliased thousands of
+    times has few nodes)."""
     import yaml
 
-    depth, events, expanded = 0, 0, 0
-    sizes: list[int] = []  # nodes under each open collection, aliases expanded
+    depth, events, nodes, chars = 0, 0, 0, 0  # nodes and scalar characters so far, aliases expanded
+    sizes: list[list[int]] = []  # the same, under each open collection
     anchors: list[str | None] = []
-    known: dict[str, int] = {}
+    known: dict[str, tuple[int, int]] = {}
+    max_chars = MAX_EXPANSION * len(text) + _SLACK
     try:
         for event in yaml.parse(text, Loader=_loaders()[0]):
             events += 1
@@ -131,27 +134,33 @@ def check_yaml(text: str, origin: str) -> None:
                 depth += 1
                 if depth > MAX_DEPTH:
                     raise InputError(f"{origin}: nested deeper than {MAX_DEPTH} levels (line {_line(event)})")
-                sizes.append(1)
+                sizes.append([1, 0])
                 anchors.append(event.anchor)
+                nodes += 1
                 continue
             if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
                 size, anchor = sizes.pop(), anchors.pop()
                 if anchor:
-                    known[anchor] = size
-            elif isinstance(event, yaml.ScalarEvent):
-                size = 1
+                    known[anchor] = (size[0], size[1])
+                if sizes:  # already counted in the totals: only the parent's own size grows
+                    sizes[-1][0] += size[0]
+                    sizes[-1][1] += size[1]
+                continue
+            if isinstance(event, yaml.ScalarEvent):
+                found = (1, len(event.value))
                 if event.anchor:
-                    known[event.anchor] = 1
+                    known[event.anchor] = found
             elif isinstance(event, yaml.AliasEvent):
-                size = known.get(event.anchor or "", 1)
+                found = known.get(event.anchor or "", (1, 0))
             else:
                 continue
             if sizes:
-                sizes[-1] += size
-            else:
-                expanded += size
-            if expanded + sum(sizes) > MAX_EXPANSION * events + _SLACK:
+                sizes[-1][0] += found[0]
+                sizes[-1][1] += found[1]
+            nodes += found[0]
+            chars += found[1]
+            if nodes > MAX_EXPANSION * events + _SLACK or chars > max_chars:
                 raise InputError(f"{origin}: aliases expand the document to more than {MAX_EXPANSION} times its size "
                                  f"(line {_line(event)}); refused")
     except yaml.YAMLError as exc:

@@ -9,6 +9,7 @@ reports one line. A set of files is written the same way: every temporary file f
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Mapping
 
@@ -69,7 +70,8 @@ def text_of(data: bytes, name: str) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Replace `path` with `text` all at once (through a symlink, its target), or raise `OutputError`."""
+    """Replace `path` with `text` all at once (through a symlink, its target), or raise `OutputError`. Only a
+    regular file or a new path is written: a device, FIFO, socket or directory is refused, never replaced."""
     from pathlib import Path
 
     target = Path(os.path.realpath(path))
@@ -87,22 +89,53 @@ def write_files(directory: Path, files: Mapping[str, str], remove: Iterable[str]
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"{directory}: cannot create the directory: {exc.strerror or exc}") from None
+    for name in files:
+        _check_target(directory / name)
     staged: list[tuple[str, Path]] = []
     try:
         for name, text in files.items():
             staged.append((name, _stage(directory / name, text)))
     except OSError as exc:
-        for _, temp in staged:
-            temp.unlink(missing_ok=True)
+        _discard(temp for _, temp in staged)
         raise OutputError(f"{directory / name}: cannot write: {exc.strerror or exc}; nothing was changed") from None
+    renamed = 0
     try:
         for name, temp in staged:
             os.replace(temp, directory / name)
+            renamed += 1
         for name in remove:
             (directory / name).unlink(missing_ok=True)
         _sync_dir(directory)
     except OSError as exc:
+        _discard(temp for _, temp in staged[renamed:])
         raise OutputError(f"{directory}: cannot finish writing: {exc.strerror or exc}") from None
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
+
+def _check_target(target: Path) -> None:
+    """Refuse to replace anything but a regular file (or a symlink, which is replaced, not followed): renaming
+    over /dev/null or a FIFO would put a regular file in its place."""
+    try:
+        mode = os.lstat(target).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write: {exc.strerror or exc}; nothing was changed") from None
+    kind = next((name for test, name in _KINDS if test(mode)), None)
+    if kind:
+        raise OutputError(f"{target}: is {kind}, not a regular file; refused to replace it (nothing was changed)")
+
+
+def _discard(temps: Iterable[Path]) -> None:
+    """Remove temporary files that were not renamed into place."""
+    for temp in temps:
+        try:
+            temp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _stage(target: Path, text: str) -> Path:

@@ -255,15 +255,16 @@ def walk(data: bytearray, start: int, origin: str) -> int | None:
 
 
 @contextmanager
-def raw_items(path: str | Path) -> Iterator[Iterator[RawItem] | None]:
-    """The raw items of a JSON file's top-level `items` array, streamed; None when it has no such array."""
-    origin = str(path)
+def raw_items(source: str | Path | BinaryIO, origin: str | None = None) -> Iterator[Iterator[RawItem] | None]:
+    """The raw items of a JSON file's (or an open binary stream's) top-level `items` array, streamed; None
+    when it has no such array."""
+    origin = origin or str(source)
     try:
-        with open(path, "rb") as file:
+        with (open(source, "rb") if isinstance(source, (str, Path)) else source) as file:
             scanner = ListScanner(file, origin)
             yield scanner.items() if scanner.find_items() else None
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise InputError(f"{origin}: cannot read: {exc.strerror or exc}") from None
 
 
 def decode(raw: RawItem, origin: str) -> Any:

@@ -23,17 +23,54 @@ class Level:
     label: str
 
 
+DEFAULT_PREFIX = "topolabel.dev/"
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """The node label keys topolabel may write and remove: an allowlist, never "anything not someone else's".
+    Keys under its prefixes (topolabel.dev/, and the config's keyPrefix) and the keys a config names one by one
+    (`levels[].label`); the operator's admission policy allows the same set (manifests/admission-policy.yaml)."""
+
+    prefixes: tuple[str, ...] = (DEFAULT_PREFIX,)
+    keys: frozenset[str] = frozenset()
+
+    def owns(self, key: str) -> bool:
+        """Whether `key` is one of these keys, or its prefix (through the '/'; "" for a key without one) is one
+        of these prefixes."""
+        prefix, slash, _ = key.rpartition("/")
+        return key in self.keys or (prefix + slash) in self.prefixes
+
+    def problem(self, key: str) -> str | None:
+        """Why topolabel may not write `key` (None when it may)."""
+        if self.owns(key):
+            return None
+        named = ", ".join([*(p or "(no prefix)" for p in self.prefixes), *sorted(self.keys)])
+        return (f"is not topolabel's to write: it writes only keys under or named {named} (a config's keyPrefix "
+                "and levels[].label add to them: pass that config)")
+
+
+def ownership(prefix: str = DEFAULT_PREFIX, keys: Iterable[str] = ()) -> Ownership:
+    """What a config owns: topolabel's own prefix, its keyPrefix, and the keys it names."""
+    return Ownership(tuple(dict.fromkeys((DEFAULT_PREFIX, prefix))), frozenset(keys))
+
+
 @dataclass(frozen=True)
 class Problem:
-    """Something a user should act on: a node that could not be placed, a degraded link, a notice."""
+    """Something a user should act on: a node that could not be placed, a degraded link, a notice. `claim`: the
+    node is in a contested claim (an HCA, chassis or switch that two sources give to different nodes); a plan
+    counts such nodes with the ones it would rewrite (`plan.check_share`)."""
 
     source: str
     message: str
     node: str | None = None
+    claim: bool = False
 
-    def to_dict(self) -> dict[str, str]:
-        out = {"node": self.node} if self.node is not None else {}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"node": self.node} if self.node is not None else {}
         out.update(source=self.source, message=self.message)
+        if self.claim:
+            out["claim"] = True
         return out
 
 
@@ -77,8 +114,8 @@ class Discovery:
     problems: list[Problem] = field(default_factory=list)
     local_names: bool = False
 
-    def problem(self, message: str, node: str | None = None) -> None:
-        self.problems.append(Problem(self.source, message, node))
+    def problem(self, message: str, node: str | None = None, claim: bool = False) -> None:
+        self.problems.append(Problem(self.source, message, node, claim))
 
 
 def check_tree(levels: Iterable[Level], paths: Mapping[str, tuple[str, ...]]) -> list[str]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import os
+import stat
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
 from .errors import InputError
+from .files import read_bytes, text_of
 from .gcpause import paused_gc
 
 if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time of commands reading none)
@@ -253,17 +257,29 @@ def read_items(path: str | Path, kind: str, raw: bool = False) -> Iterator[Any]:
 
     A JSON List is streamed item by item (`labeler.jsonlist`), so memory follows what the caller keeps of each
     object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
-    (YAML, one object, stdin) is read whole by `read_document`. With `raw`, streamed items come as their JSON
-    bytes (memoryviews) for the caller to decode."""
-    from .documents import read_document
+    (YAML, one object) is read whole by `load`. A file that can be read only once (stdin, a pipe, `<(...)`,
+    /dev/stdin) is read into memory first, once, and then the same way. With `raw`, streamed items come as
+    their JSON bytes (memoryviews) for the caller to decode."""
+    from .documents import load, read_document
     from .jsonlist import decode, raw_items
 
-    if str(path) != "-" and _starts_json_object(path):
-        with raw_items(path) as items:
+    origin = str(path)
+    data = None if _regular(path) else read_bytes(path)
+    if data is not None or _starts_json_object(path):
+        with raw_items(path if data is None else io.BytesIO(data), origin) as items:
             if items is not None:
-                yield from items if raw else (decode(item, str(path)) for item in items)
+                yield from items if raw else (decode(item, origin) for item in items)
                 return
-    yield from list_items(read_document(path), kind, str(path))
+    yield from list_items(read_document(path) if data is None else load(text_of(data, origin), origin), kind, origin)
+
+
+def _regular(path: str | Path) -> bool:
+    """Whether `path` is a regular file, which can be read twice (a peek, then the read); '-', a pipe or a
+    device cannot."""
+    try:
+        return str(path) != "-" and stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True  # the read reports it
 
 
 def _starts_json_object(path: str | Path) -> bool:

@@ -14,10 +14,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from .errors import TopologyError
 from .gcpause import paused_gc
 from .labelvalues import is_valid_value, level_key_problems, unique_values
-from .model import Discovery, Level, Problem, Snapshot, check_tree
+from .model import DEFAULT_PREFIX, Discovery, Level, Ownership, Problem, Snapshot, check_tree, ownership
 from .nodes import MANAGED_ANNOTATION, Node
-
-DEFAULT_PREFIX = "topolabel.dev/"
 MAX_LEVELS = 15  # Kueue allows 16 levels, and kubernetes.io/hostname may be the last
 MAX_NODE_NAME = 253
 
@@ -27,16 +25,18 @@ def level_keys(level_names: Sequence[str], prefix: str = DEFAULT_PREFIX,
     """Label keys for the levels: `prefix + name` unless overridden; invalid keys are an error."""
     overrides = overrides or {}
     levels = tuple(Level(name, overrides.get(name) or f"{prefix}{name}") for name in level_names)
-    check_levels(levels)
+    check_levels(levels, owned=ownership(prefix, overrides.values()))
     return levels
 
 
-def check_levels(levels: Sequence[Level], origin: str = "") -> None:
-    """Level keys topolabel may write: valid for TAS, its own (never Kubernetes', a cloud's or a tool's),
-    distinct, and few enough for Kueue."""
+def check_levels(levels: Sequence[Level], origin: str = "", owned: Ownership | None = None) -> None:
+    """Level keys topolabel may write: valid for TAS, never Kubernetes', a cloud's or a tool's whatever a config
+    says, distinct, few enough for Kueue, and (with `owned`, when they are to be written) owned: an allowlist of
+    topolabel's prefixes and the keys the config names. A snapshot file is checked without `owned`; the plan
+    made from it checks that (`plan.make_plan`)."""
     where = f"{origin}: " if origin else ""
     for lv in levels:
-        bad = level_key_problems(lv.label)
+        bad = level_key_problems(lv.label) + ([found] if owned and (found := owned.problem(lv.label)) else [])
         if bad:
             raise TopologyError(f"{where}label key {lv.label!r} for level {lv.name!r} " + "; ".join(bad))
     if len({lv.label for lv in levels}) != len(levels):
@@ -151,8 +151,8 @@ def _carried(levels: Sequence[Level], paths: Mapping[str, tuple[str, ...]],
 def snapshot_from_dict(data: Any, origin: str = "snapshot") -> Snapshot:
     """A snapshot read from a file (`topolabel discover -o json`): untrusted, so checked like discovery output.
 
-    Level keys must be valid and topolabel's own, values valid label values (strings only), the nodes a
-    tree; each error names `origin` and the offending key.
+    Level keys must be valid and never another tool's (a plan also needs them owned: `plan.make_plan`), values
+    valid label values (strings only), the nodes a tree; each error names `origin` and the offending key.
     """
     if not isinstance(data, Mapping):
         raise TopologyError(f"{origin}: expected a mapping with levels, nodes, problems")
@@ -206,7 +206,7 @@ def _problems(raw: Any, origin: str) -> list[Problem]:
     if not isinstance(raw, list) or not all(isinstance(p, Mapping) for p in raw):
         raise TopologyError(f"{origin}: 'problems' must be a list of {{node, source, message}}")
     return [Problem(str(p.get("source", "")), str(p.get("message", "")),
-                    None if p.get("node") is None else str(p["node"])) for p in raw]
+                    None if p.get("node") is None else str(p["node"]), p.get("claim") is True) for p in raw]
 
 
 _SEP = "\x1f"

@@ -4,10 +4,13 @@ Safety rules, in one place:
 - topolabel owns on a node only what it wrote: keys listed in the managed-labels annotation, and keys it
   adds. A key the node already carries with a value topolabel did not set is never claimed: with the
   same value it is left unclaimed, with another value it is left as it is and reported (a conflict);
-- only owned keys are ever rewritten or removed, and never a key of Kubernetes, a cloud or another tool,
-  whatever the annotation says;
+- only owned keys are ever rewritten or removed: keys the snapshot's `Ownership` allows (topolabel's prefixes
+  and the config's keys, an allowlist), and never a key of Kubernetes, a cloud or another tool, whatever the
+  annotation says;
 - a node the source did not place keeps every label, and is reported;
-- a plan that rewrites or removes existing labels on more than a set share of nodes is refused unless forced.
+- a plan that rewrites or removes existing labels on more than a set share of nodes is refused unless forced;
+  nodes in a contested claim (an HCA, chassis or switch two sources give to different nodes) count in that
+  share too, though their labels stay: many of them at once is what an attack looks like.
 """
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Sequence
 
-from .errors import PlanRefused
+from .errors import PlanRefused, TopologyError
 from .gcpause import paused_gc
 from .labelvalues import level_key_problems
-from .model import Problem, Snapshot
+from .model import Ownership, Problem, Snapshot
 from .nodes import MANAGED_ANNOTATION, Node
 
 
@@ -53,6 +56,7 @@ class Plan:
     problems: list[Problem]
     total: int
     conflicts: list[Problem] = field(default_factory=list)  # also in `problems`
+    claimed: set[str] = field(default_factory=set)  # cluster nodes in a contested claim (their problems say which)
 
     @property
     def disruptive(self) -> int:
@@ -64,32 +68,33 @@ class Plan:
                 "problems": [p.to_dict() for p in self.problems]}
 
 
-def owned_keys(node: Node, listed: list[str] | None = None) -> set[str]:
-    """Keys the annotation says topolabel wrote (`listed`, when already read), less any it can never own (a
-    crafted or stale annotation)."""
-    return {k for k in (node.managed() if listed is None else listed) if _ownable(k)}
+def owned_keys(node: Node, listed: list[str] | None = None, ownership: Ownership = Ownership()) -> set[str]:
+    """Keys the annotation says topolabel wrote (`listed`, when already read), less any it does not own (a
+    crafted or stale annotation, a key outside `ownership`)."""
+    return {k for k in (node.managed() if listed is None else listed) if _ownable(k, ownership)}
 
 
 @lru_cache(maxsize=4096)
-def _ownable(key: str) -> bool:
+def _ownable(key: str, ownership: Ownership) -> bool:
     """A key topolabel may own (remembered: every node of a cluster lists the same few)."""
-    return not level_key_problems(key)
+    return ownership.owns(key) and not level_key_problems(key)
 
 
-def conflicts(node: Node, desired: dict[str, str], owned: set[str] | None = None) -> dict[str, str]:
+def conflicts(node: Node, desired: dict[str, str], owned: set[str] | None = None,
+              ownership: Ownership = Ownership()) -> dict[str, str]:
     """Desired keys the node carries with another value that topolabel did not write: key -> that value
     (`owned`: the node's `owned_keys`, when already known)."""
-    owned = owned_keys(node) if owned is None else owned
+    owned = owned_keys(node, ownership=ownership) if owned is None else owned
     labels = node.labels
     return {k: labels[k] for k in sorted(desired.keys() & labels.keys()) if k not in owned and labels[k] != desired[k]}
 
 
 def plan_node(node: Node, desired: dict[str, str], before: list[str] | None = None,
-              owned: set[str] | None = None) -> NodeChange | None:
+              owned: set[str] | None = None, ownership: Ownership = Ownership()) -> NodeChange | None:
     """The change that brings one node to `desired` on the keys topolabel owns, or None when it is there
     (`before`, `owned`: the node's listed and owned keys, when the caller read them already)."""
     before = node.managed() if before is None else before
-    owned = owned_keys(node, before) if owned is None else owned
+    owned = owned_keys(node, before, ownership) if owned is None else owned
     labels = node.labels
     managed = sorted(desired.keys() - (labels.keys() - owned))  # owned, or not on the node: never a foreign value
     to_set = {k: desired[k] for k in managed if labels.get(k) != desired[k]}
@@ -100,11 +105,21 @@ def plan_node(node: Node, desired: dict[str, str], before: list[str] | None = No
     return NodeChange(node.name, to_set, to_remove, managed, disruptive=rewrites or bool(to_remove))
 
 
+def check_owned(snapshot: Snapshot, ownership: Ownership) -> None:
+    """Every level key of the snapshot one topolabel may write (a snapshot file may name any key)."""
+    for lv in snapshot.levels:
+        why = ownership.problem(lv.label)
+        if why:
+            raise TopologyError(f"label key {lv.label!r} for level {lv.name!r} {why}")
+
+
 @paused_gc()  # a NodeChange and its dict and lists per node, no cycles: the collector would only walk them
-def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
+def make_plan(snapshot: Snapshot, nodes: Sequence[Node], ownership: Ownership = Ownership()) -> Plan:
+    """The changes that bring `nodes` to the snapshot, writing and removing only keys `ownership` allows."""
+    check_owned(snapshot, ownership)
     problems = list(snapshot.problems)
     reported = {p.node for p in problems if p.node}
-    planner = _Planner(snapshot)
+    planner = _Planner(snapshot, ownership)
     changes: list[NodeChange] = []
     unchanged = 0
     for node in sorted(nodes, key=attrgetter("name")):
@@ -122,18 +137,20 @@ def make_plan(snapshot: Snapshot, nodes: Sequence[Node]) -> Plan:
     cluster = {n.name for n in nodes}
     for name in sorted(snapshot.nodes.keys() - cluster):
         problems.append(Problem("plan", "placed by the source but not in the cluster", name))
-    return Plan(changes, unchanged, problems + planner.clashes, len(nodes), planner.clashes)
+    claimed = {p.node for p in snapshot.problems if p.claim and p.node in cluster}
+    return Plan(changes, unchanged, problems + planner.clashes, len(nodes), planner.clashes, claimed)
 
 
 class _Planner:
     """The changes of one plan, node by node. What every node shares is worked out once: the label keys, sorted
     as changes list them. Equal `remove` and `managed` lists are one list (100,000 changes: 14 MB less)."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, ownership: Ownership) -> None:
         self.pairs = sorted((lv.label, lv.name) for lv in snapshot.levels)  # label key, level
         self.keys = [key for key, _ in self.pairs]
         self.lists: dict[tuple[str, ...], list[str]] = {(): [], tuple(self.keys): self.keys}
         self.clashes: list[Problem] = []
+        self.ownership = ownership
 
     def change(self, node: Node, values: dict[str, str]) -> NodeChange | None:
         """`node`'s change to the labels for its level `values`, or None when it has them; clashes noted."""
@@ -141,7 +158,7 @@ class _Planner:
         if MANAGED_ANNOTATION not in node.annotations and desired and node.labels.keys().isdisjoint(desired):
             return NodeChange(node.name, desired, self.lists[()], self.keys)  # never labelled, nothing in the way
         before = node.managed()
-        owned = owned_keys(node, before)
+        owned = owned_keys(node, before, self.ownership)
         self.clashes += [Problem("plan", f"carries {key}={value!r}, which topolabel did not write; left as it is "
                                          f"(remove the label to let topolabel write {desired[key]!r})", node.name)
                          for key, value in conflicts(node, desired, owned).items()]
@@ -157,11 +174,14 @@ MAX_CHANGE_FRACTION = 0.25  # plan.maxChangeFraction's default
 
 def check_share(plan: Plan, max_fraction: float, force: bool = False,
                 remedy: str = "check the source, then rerun with --force") -> None:
-    """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count); the error
-    ends with `remedy`, what the caller's user can do about it."""
+    """Refuse a plan that rewrites or removes labels on too many nodes (new labels do not count), counting the
+    nodes in contested claims with them; the error ends with `remedy`, what the caller's user can do about it."""
     if force or plan.total == 0:
         return
-    if plan.disruptive > max_fraction * plan.total:
+    claimed = len(plan.claimed - {c.node for c in plan.changes if c.disruptive})
+    if plan.disruptive + claimed > max_fraction * plan.total:
+        more = (f" and {claimed} more are in contested claims (an HCA, chassis or switch that two sources give to "
+                "different nodes; their problems say which)") if claimed else ""
         raise PlanRefused(
-            f"the plan rewrites or removes labels on {plan.disruptive} of {plan.total} nodes, more than the "
+            f"the plan rewrites or removes labels on {plan.disruptive} of {plan.total} nodes{more}, more than the "
             f"allowed {max_fraction:.0%} (plan.maxChangeFraction); {remedy}")

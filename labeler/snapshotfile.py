@@ -33,6 +33,7 @@ class _Problem(msgspec.Struct, forbid_unknown_fields=True):
     source: str = ""
     message: str = ""
     node: str | None = None
+    claim: bool = False
 
 
 class _Snapshot(msgspec.Struct, forbid_unknown_fields=True):
@@ -77,7 +78,7 @@ def _checked(found: _Snapshot, origin: str) -> Snapshot | None:
     for name, column, one in zip(names, columns, domains):
         if len(one) < len(column):  # decoding made a string per node: keep one per domain
             _share(found.nodes, name, map(one.__getitem__, column))
-    return Snapshot(levels, found.nodes, [Problem(p.source, p.message, p.node) for p in found.problems])
+    return Snapshot(levels, found.nodes, [Problem(p.source, p.message, p.node, p.claim) for p in found.problems])
 
 
 def _node_names(names: Collection[str]) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import operator
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import UnionType
@@ -167,3 +168,12 @@ def _exact(hint: Any) -> tuple[Any, ...]:
 @lru_cache(maxsize=None)
 def _hints(declared: type[PlainOptions]) -> dict[str, Any]:
     return get_type_hints(declared)
+
+
+def regex(text: str) -> re.Pattern[str]:
+    """`text` compiled; what Python's `re` cannot compile (a syntax error, `a{99999999999}`, whose count is past
+    its limit and raises OverflowError) is a ValueError that says so."""
+    try:
+        return re.compile(text)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise ValueError(f"not a regular expression: {exc}") from None

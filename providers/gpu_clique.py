@@ -43,6 +43,6 @@ def parse_cliques(text: str, origin: str = "nvidia-smi") -> str | None:
 
 
 def read_clique(nvidia_smi: str = "nvidia-smi", timeout: float = 30.0) -> str | None:
-    out = run_tool([nvidia_smi, *QUERY], timeout,
+    out = run_tool([nvidia_smi, *QUERY], timeout, max_bytes=1 << 20,  # a line per GPU
                    missing="run the agent where the NVIDIA driver is, or drop --nvlink")
     return parse_cliques(out)

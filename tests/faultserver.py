@@ -1,8 +1,10 @@
 """A tiny raw-socket HTTP server for the faults a real API server will not produce on demand.
 
 `FaultServer(behave)` answers each connection with `behave(conn)` in a thread: stay silent after reading the
-request, drip the body a byte at a time, never answer a PATCH, drop the connection, or answer with HTML. Used
-by tests/test_kube_faults.py and hack/fuzz.py.
+request, drip the headers, the body or a TLS handshake a byte at a time, never answer a PATCH, drop the
+connection, answer with HTML, with JSON of the wrong shape, with a body that never ends, with 429 and a long
+Retry-After, or with list pages whose continue token never ends. Used by tests/test_kube_faults.py and
+hack/fuzz.py.
 """
 
 from __future__ import annotations
@@ -52,11 +54,12 @@ class FaultServer:
         except OSError:
             pass
 
-    def kubeconfig(self, directory: Path) -> str:
+    def kubeconfig(self, directory: Path, tls: bool = False) -> str:
         path = directory / f"fault-{self.port}.kubeconfig"
+        cluster = {"server": f"https://127.0.0.1:{self.port}", "insecure-skip-tls-verify": True} if tls else \
+            {"server": f"http://127.0.0.1:{self.port}"}
         path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
+            "apiVersion": "v1", "kind": "Config", "current-context": "c", "clusters": [{"name": "c", "cluster": cluster}],
             "users": [{"name": "u", "user": {}}], "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
         return str(path)
 
@@ -96,6 +99,64 @@ def slow_drip(conn: socket.socket) -> None:
     for byte in body:
         conn.sendall(bytes([byte]))
         time.sleep(0.5)
+
+
+def header_drip(conn: socket.socket) -> None:
+    """Answers at once, but drips the status line and headers a byte every 0.2 s, for ever."""
+    read_request(conn)
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    while True:
+        for byte in head:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.2)
+        head = b"X-Drip: " + b"x" * 1000 + b"\r\n"
+
+
+def tls_drip(conn: socket.socket) -> None:
+    """Reads the TLS ClientHello, then drips a handshake record (16 KiB announced) a byte every 0.2 s."""
+    conn.recv(65536)
+    conn.sendall(b"\x16\x03\x03\x40\x00")
+    while True:
+        conn.sendall(b"\x02")
+        time.sleep(0.2)
+
+
+def flood(conn: socket.socket) -> None:
+    """A 200 with no length and a body of spaces that never ends, as fast as the client reads."""
+    read_request(conn)
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
+    block = b" " * 65536
+    while True:
+        conn.sendall(block)
+
+
+def answering(body: bytes, status: str = "200 OK", headers: str = "", where: str = "") -> Callable[[socket.socket], None]:
+    """Requests whose path holds `where` (every one by default) answered with `body` (JSON of the wrong shape, a
+    throttling 429); the others as a small healthy cluster would: one node, no pods, no Kueue objects."""
+    def behave(conn: socket.socket) -> None:
+        while head := read_request(conn):
+            path = head.split(b" ", 2)[1].decode()
+            if where in path:
+                answer(conn, body, status, headers=headers)
+            elif path.startswith("/api/v1/nodes"):
+                answer(conn, json.dumps(NODE_LIST).encode())
+            else:
+                answer(conn, b'{"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []}')
+
+    return behave
+
+
+class EndlessPages:
+    """Node list pages whose metadata.continue never ends: the same token every time (`same`), or a new one."""
+
+    def __init__(self, same: bool) -> None:
+        self.same, self.pages = same, 0
+
+    def __call__(self, conn: socket.socket) -> None:
+        while read_request(conn):
+            self.pages += 1
+            token = "again" if self.same else f"page-{self.pages}"
+            answer(conn, json.dumps({**NODE_LIST, "metadata": {"continue": token}}).encode())
 
 
 def no_patch_answer(conn: socket.socket) -> None:

@@ -63,9 +63,17 @@ def apply_docs(cluster: KubeCluster, docs: list[dict[str, Any]]) -> None:
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
 
 
-def sa_kubeconfig(cluster: KubeCluster, namespace: str, name: str, path: Path) -> Path:
-    """A kubeconfig for ServiceAccount namespace/name, with a token the server minted for it (1 hour)."""
-    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+def sa_kubeconfig(cluster: KubeCluster, namespace: str, name: str, path: Path, pod: str | None = None) -> Path:
+    """A kubeconfig for ServiceAccount namespace/name, with a token the server minted for it (1 hour). With
+    `pod`, the token is bound to a Pod of that name running as the ServiceAccount (made here, if missing), as a
+    kubelet mounts it: the server then names the pod in the user's extra
+    (`authentication.kubernetes.io/pod-name`), which the collectors' admission policies check."""
+    body: dict[str, Any] = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                            "spec": {"expirationSeconds": 3600}}
+    if pod is not None:
+        found = pod_of(cluster, namespace, name, pod)
+        body["spec"]["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": pod,
+                                          "uid": found["metadata"]["uid"]}
     token = request_json(cluster.api(), "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
                          body=body)["status"]["token"]
     config = yaml.safe_load(cluster.kubeconfig.read_text())
@@ -73,6 +81,19 @@ def sa_kubeconfig(cluster: KubeCluster, namespace: str, name: str, path: Path) -
     config["contexts"][0]["context"]["user"] = name
     path.write_text(json.dumps(config))
     return path
+
+
+def pod_of(cluster: KubeCluster, namespace: str, account: str, name: str) -> dict[str, Any]:
+    """The Pod `name` running as ServiceAccount `account` (created when missing; no kubelet runs it)."""
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    try:
+        return request_json(cluster.api(), "GET", f"{path}/{name}")
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+    return request_json(cluster.api(), "POST", path, body={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"topolabel.test/pod": "collector"}},
+        "spec": {"serviceAccountName": account, "containers": [{"name": "c", "image": "topolabel:0.1.0"}]}})
 
 
 def ibnetdiscover_wrapper(path: Path, hcas: dict[str, tuple[Any, str]], tool: str = "ibnetdiscover") -> Path:

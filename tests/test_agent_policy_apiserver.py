@@ -109,17 +109,7 @@ def annotations(kube: KubeCluster, name: str) -> dict[str, str]:  # noqa: F811
 def test_the_server_type_checks_the_policy_without_warnings(agent: client.CoreV1Api, kube: KubeCluster) -> None:  # noqa: F811
     """The controller-manager type-checks every expression against the Node schema and reports warnings in
     the policy's status."""
-    def checked() -> dict | None:
-        policy = json.loads(kube.kubectl("get", "validatingadmissionpolicy", POLICY["metadata"]["name"],
-                                         "-o", "json").stdout)
-        status = policy.get("status") or {}
-        return status if status.get("observedGeneration") == policy["metadata"]["generation"] else None
-
-    deadline = time.monotonic() + 30
-    while (status := checked()) is None:
-        assert time.monotonic() < deadline, "the policy's type check never reported"
-        time.sleep(0.2)
-    assert "typeChecking" in status and not status["typeChecking"].get("expressionWarnings"), status
+    assert kube.type_check_warnings(POLICY["metadata"]["name"]) == []
 
 
 def test_the_agent_patches_its_own_nodes_four_annotations(agent: client.CoreV1Api, kube: KubeCluster) -> None:  # noqa: F811

@@ -288,11 +288,13 @@ def collector_may_only_write_its_own_objects(cluster: KubeCluster, name: str) ->
 
     assert can(collector, "create", "leases.coordination.k8s.io") and can(collector, "delete", "configmaps")
     assert not can(collector, "list", "configmaps") and not can(collector, "create", "configmaps", "default")
+    # reads by name only, the fabrics of ci/ib-collector-values.yaml (issue 32, S3)
+    assert can(collector, "get", "configmaps/topolabel-ib-compute") and not can(collector, "get", "configmaps")
     operator = f"system:serviceaccount:{name}:{name}"
     assert can(operator, "list", "configmaps") and not can(operator, "create", "configmaps")
     if not serves(cluster, VAP):
         return
-    labels = {"app.kubernetes.io/managed-by": "topolabel"}
+    labels = {"app.kubernetes.io/managed-by": "topolabel", "topolabel.dev/ib-fabric": name}
     for cm, allowed in ((f"topolabel-ib-{name}", True), (f"{name}-other", False)):
         doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": cm, "namespace": namespace,
                                                                      "labels": labels}}

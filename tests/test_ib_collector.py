@@ -34,14 +34,18 @@ LEASE_SECONDS = 4.0
 AUTO_FABRIC = "fe80000000000000"  # ibsim's subnet prefix, the fabric's name when none is given
 LEAFGROUP = "topolabel.dev/leafgroup"
 COLLECTOR_USER = f"system:serviceaccount:{NAMESPACE}:topolabel-ib-collector"
+PROBE = "collector-probe"  # the pod the probing collector's token is bound to
 
 
 @pytest.fixture
 def ib(cluster: KubeCluster, tmp_path: Path) -> Iterator[dict[str, Any]]:  # noqa: F811
     """The namespace, ServiceAccounts and RBAC of manifests/agent and manifests/ib-collector, and the
-    collector's admission policy, in force; kubeconfigs for the agent and the collector; the operator user
-    bound to the fabric reader Role. Leases and published fabrics are deleted before and after, the policy
-    after (the cluster is shared)."""
+    collectors' admission policies, in force; kubeconfigs for the agent and for collectors (`collector_for(pod)`:
+    a token bound to that pod, as the Deployment's pods get; `collector`: the pod collector-probe's); the
+    operator user bound to the fabric reader Role. Leases, published fabrics and the collectors' pods are
+    deleted before and after. The policies stay: they match the collector's identity alone, and deleting the
+    lease-holder binding would stop the API server's Lease informer that its params come from, for good
+    (kubernetes/kubernetes#130887, in 1.36.2; docs/infiniband.md)."""
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": {"name": "topolabel-ib-fabric-reader-test-user", "namespace": NAMESPACE},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "topolabel-ib-fabric-reader"},
@@ -49,25 +53,44 @@ def ib(cluster: KubeCluster, tmp_path: Path) -> Iterator[dict[str, Any]]:  # noq
     apply_docs(cluster, manifest_docs(AGENT / "namespace.yaml", AGENT / "serviceaccount.yaml", AGENT / "rbac.yaml",
                                       COLLECTOR / "rbac.yaml", COLLECTOR / "admission-policy.yaml") + [binding])
     clean(cluster)
-    collector = sa_kubeconfig(cluster, NAMESPACE, "topolabel-ib-collector", tmp_path / "collector.kubeconfig")
+
+    def collector_for(pod: str) -> Path:
+        return sa_kubeconfig(cluster, NAMESPACE, "topolabel-ib-collector", tmp_path / f"{pod}.kubeconfig", pod=pod)
+
+    collector = collector_for(PROBE)
     try:
         wait_until(lambda: collector_denial(collector, "create", config_map("policy-probe")), 30,
                    "the collector's admission policy to take effect")
+        # and the lease holder's, with its Leases as params: a probe fabric another pod leads
+        apply_docs(cluster, [lease("policy-probe", "collector-other")])
+        wait_until(lambda: collector_denial(collector, "create", config_map(object_name("policy-probe"),
+                                                                            fabric="policy-probe")), 60,
+                   "the collectors' lease-holder policy to take effect")
+        cluster.kubectl("delete", "lease", "-n", NAMESPACE, object_name("policy-probe"))
         yield {"agent": sa_kubeconfig(cluster, NAMESPACE, "topolabel-agent", tmp_path / "agent.kubeconfig"),
-               "collector": collector}
+               "collector": collector, "collector_for": collector_for}
     finally:
         clean(cluster)
-        cluster.kubectl("delete", "--ignore-not-found", "-f", str(COLLECTOR / "admission-policy.yaml"))
 
 
 def clean(cluster: KubeCluster) -> None:  # noqa: F811
     cluster.kubectl("delete", "configmaps", "-n", NAMESPACE, "-l", "app.kubernetes.io/managed-by=topolabel")
+    cluster.kubectl("delete", "configmaps", "-n", NAMESPACE, "--ignore-not-found", "team-settings")
     cluster.kubectl("delete", "leases", "-n", NAMESPACE, "--all")
+    cluster.kubectl("delete", "pods", "-n", NAMESPACE, "-l", "topolabel.test/pod=collector", "--wait=false")
 
 
-def config_map(name: str, managed: bool = True) -> dict[str, Any]:
+def config_map(name: str, managed: bool = True, fabric: str | None = None) -> dict[str, Any]:
     labels = {"app.kubernetes.io/managed-by": "topolabel"} if managed else {}
+    if fabric is not None:
+        labels[FABRIC_LABEL] = fabric
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "labels": labels}}
+
+
+def lease(fabric: str, holder: str) -> dict[str, Any]:
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": object_name(fabric), "namespace": NAMESPACE},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 30}}
 
 
 def collector_denial(kubeconfig: Path, verb: str, obj: dict[str, Any]) -> str | None:
@@ -97,7 +120,8 @@ def start_collector(name: str, fabric: Fabric, sim: Simulator, ib: dict[str, Any
     sysfs = write_sysfs(tmp_path / name / "sys", hca_devices(fabric, name))
     first = fabric.truth.guids[name][0][0]
     wrapper = ibnetdiscover_wrapper(tmp_path / name / "ibnetdiscover", {"*": (sim, f"hca-{name}-{first}")})
-    return CollectorProcess(name, ib["collector"], sysfs, tmp_path / name, "--ibnetdiscover", str(wrapper),
+    return CollectorProcess(name, ib["collector_for"](f"collector-{name}"), sysfs, tmp_path / name,
+                            "--ibnetdiscover", str(wrapper),
                             "--lease-duration", str(LEASE_SECONDS), "--interval", "2", "--ib-timeout", "30", *args)
 
 
@@ -118,28 +142,61 @@ def problems(op: InThread) -> list[tuple[str | None, str]]:
     return [(p.node, p.message) for p in (snapshot.problems if snapshot else [])]
 
 
-@pytest.mark.parametrize("verb, obj, allowed", [
-    ("create", config_map("topolabel-ib-compute"), True),
-    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "topolabel-ib-x"}},
-     True),
-    ("create", config_map("team-settings"), False),
-    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-leader"}},
-     False),
-    ("create", config_map("topolabel-ib-unlabelled", managed=False), False),
-    ("delete", config_map("kube-root-ca.crt"), False),
+OWN, LEASE_WRITES = "topolabel-ib-collector-own-objects", "topolabel-ib-collector-lease-writes"
+
+
+@pytest.mark.parametrize("verb, obj, policy, fragment", [
+    ("create", config_map("team-settings"), OWN,
+     "may only write ConfigMaps and Leases named topolabel-ib-*, not team-settings"),
+    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-leader"}}, OWN,
+     "not kube-leader"),
+    ("create", config_map("topolabel-ib-unlabelled", managed=False), OWN,
+     "carry app.kubernetes.io/managed-by=topolabel"),
+    ("create", config_map(object_name(AUTO_FABRIC)), OWN, "is not fabric (none: no topolabel.dev/ib-fabric label)"),
+    ("create", config_map(object_name("storage"), fabric=AUTO_FABRIC), OWN, f"is not fabric {AUTO_FABRIC}'s manifest"),
+    ("create", lease("x", "collector-other"), LEASE_WRITES,
+     "a collector writes a Lease only with itself (collector-probe)"),
+    ("delete", config_map("kube-root-ca.crt"), OWN, "not kube-root-ca.crt"),
 ])
 def test_the_real_server_keeps_the_collector_to_its_own_objects(ib: dict[str, Any], verb: str, obj: dict[str, Any],
-                                                               allowed: bool) -> None:
-    """RBAC lets the collector write any ConfigMap or Lease of its namespace; the admission policy keeps it to
-    topolabel-ib-* objects, its ConfigMaps labelled as topolabel's, and says so."""
+                                                               policy: str, fragment: str) -> None:
+    """RBAC lets the collector create and delete any ConfigMap and create any Lease of its namespace; the
+    admission policies keep it to its fabrics' objects, labelled as topolabel's, and say so."""
     denied = collector_denial(ib["collector"], verb, obj)
-    if allowed:
-        assert denied is None
-    else:
-        assert denied is not None and "topolabel-ib-collector-own-objects" in denied
-        name = obj["metadata"]["name"]
-        assert (f"not {name}" in denied) if not name.startswith("topolabel-ib-") else (
-            "carry app.kubernetes.io/managed-by=topolabel" in denied)
+    assert denied is not None and policy in denied and fragment in denied, denied
+
+
+def test_the_server_type_checks_the_collectors_policies_without_warnings(cluster: KubeCluster,  # noqa: F811
+                                                                         ib: dict[str, Any]) -> None:
+    for name in (OWN, LEASE_WRITES, "topolabel-ib-collector-lease-holder"):
+        assert cluster.type_check_warnings(name) == [], name
+
+
+def test_the_real_server_lets_only_the_fabrics_lease_holder_write_its_publication(
+        cluster: KubeCluster, ib: dict[str, Any]) -> None:  # noqa: F811
+    """Issue 32, S3: any collector's token could overwrite or delete every fabric's publication, and read every
+    ConfigMap of its namespace (one held another application's password)."""
+    manifest = config_map(object_name(AUTO_FABRIC), fabric=AUTO_FABRIC)
+    lease_of = lease(AUTO_FABRIC, PROBE)
+    assert collector_denial(ib["collector"], "create", lease_of) is None  # a collector contends as itself
+    apply_docs(cluster, [lease_of])
+    wait_until(lambda: collector_denial(ib["collector"], "create", manifest) is None, 30, "the Lease as a param")
+    apply_docs(cluster, [lease(AUTO_FABRIC, "collector-other")])  # another pod leads the fabric now
+    wait_until(lambda: collector_denial(ib["collector"], "create", manifest), 30, "the new holder")
+    denied = collector_denial(ib["collector"], "create", manifest)
+    assert "topolabel-ib-collector-lease-holder" in denied and (
+        f"may write {object_name(AUTO_FABRIC)} only while it holds the Lease {object_name(AUTO_FABRIC)}, which "
+        "collector-other holds") in denied, denied
+    # reads: its fabric's manifest by name, nothing else
+    cluster.kubectl("create", "configmap", "team-settings", "-n", NAMESPACE, "--from-literal=password=hunter2")
+    api = connect(str(ib["collector"]))
+    for name in ("team-settings", "kube-root-ca.crt"):
+        with pytest.raises(ApiException) as refused:
+            request_json(api, "GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps/{name}")
+        assert refused.value.status == 403
+    with pytest.raises(ApiException) as missing:
+        request_json(api, "GET", f"/api/v1/namespaces/{NAMESPACE}/configmaps/{object_name(AUTO_FABRIC)}")
+    assert missing.value.status == 404  # may read it: it is not there yet
 
 
 def test_collectors_publish_the_fabric_the_operator_labels_from_it_a_standby_takes_over_and_a_cut_is_seen(
@@ -235,9 +292,17 @@ def test_two_fabrics_on_one_prefix_are_told_apart_by_name_and_read_apart(
     wrapper = ibnetdiscover_wrapper(tmp_path / "ibnetdiscover", {
         "mlx5_[0-7]": (sims["compute"], f"hca-{host}-mlx5_0"), "mlx5_8": (sims["storage"], f"hca-{host}-mlx5_8")})
     operator = cluster.operator_kubeconfig
+    kubeconfig = ib["collector_for"](f"collector-{host}")
+    # fabrics named with --ib-fabric are added to the Role's resourceNames, as manifests/ib-collector/rbac.yaml says
+    role = next(d for d in manifest_docs(COLLECTOR / "rbac.yaml") if d["kind"] == "Role"
+                and d["metadata"]["name"] == "topolabel-ib-collector")
+    for rule in role["rules"]:
+        if "resourceNames" in rule:
+            rule["resourceNames"] += [object_name("compute"), object_name("storage")]
+    apply_docs(cluster, [role])
 
     def run_collector(*names: str) -> CollectorProcess:
-        return CollectorProcess(host, ib["collector"], sysfs, tmp_path / "work", "--ibnetdiscover", str(wrapper),
+        return CollectorProcess(host, kubeconfig, sysfs, tmp_path / "work", "--ibnetdiscover", str(wrapper),
                                 "--lease-duration", "3", "--interval", "2", *names)
 
     def published(fabric: str) -> bool:

@@ -45,7 +45,7 @@ def test_annotation_lists_infiniband_hcas_and_port_guids_that_differ(tmp_path: P
                      "mlx5_10=0xe09d7303008590a0")  # RoCE left out; port 2's own GUID kept although it is down
     guids = GuidMap()
     guids.add("gpu-001", value, "annotation")  # the source reads back exactly what the agent writes
-    assert not guids.errors and guids.owners[0xE09D730300858D8D].device == "mlx5_1"
+    assert not guids.errors and guids.claims[0xE09D730300858D8D]["gpu-001"].device == "mlx5_1"
 
 
 def test_a_node_without_rdma_publishes_nothing(tmp_path: Path) -> None:

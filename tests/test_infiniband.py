@@ -14,7 +14,7 @@ from labeler.model import Snapshot
 from labeler.nodes import Node
 from providers.base import SourceContext
 from providers.infiniband import ANNOTATION, discover as ib_discover
-from providers.infiniband.hosts import GuidMap, add_annotations, describe, guid_map_from
+from providers.infiniband.hosts import GuidMap, Owner, add_annotations, describe, guid_map_from
 from providers.infiniband.names import group_name, switch_label, switch_names, unique_names
 from providers.infiniband.parse import parse_guid, parse_ibnetdiscover, parse_node_name_map, parse_rate
 from providers.infiniband.tiers import leaf_groups
@@ -131,9 +131,9 @@ def test_host_from_description(desc: str, expected: tuple) -> None:
 def test_guid_map_entries() -> None:
     found = guid_map_from({"gpu-1": ["mlx5_0=0x2c90300005680", "e09d:7303:0085:8d88"], "gpu-2": "mlx5_1=zz, 0x1f",
                            "gpu-3": 0x2C90300005690}, "m.yaml")
-    assert found.owners[0x2C90300005680].node == "gpu-1" and found.owners[0x2C90300005680].device == "mlx5_0"
-    assert found.owners[0xE09D730300858D88].device is None
-    assert found.owners[0x1F].node == "gpu-2" and found.owners[0x2C90300005690].node == "gpu-3"
+    assert found.claims[0x2C90300005680] == {"gpu-1": Owner("gpu-1", "mlx5_0")}
+    assert found.claims[0xE09D730300858D88] == {"gpu-1": Owner("gpu-1", None)}
+    assert list(found.claims[0x1F]) == ["gpu-2"] and list(found.claims[0x2C90300005690]) == ["gpu-3"]
     assert found.errors == [("gpu-2", "m.yaml: 'zz' is not a GUID")]
     with pytest.raises(ValueError, match="m.yaml: expected a mapping of node name to GUIDs"):
         guid_map_from(["gpu-1"], "m.yaml")
@@ -270,5 +270,5 @@ def test_a_guid_annotation_beyond_its_size_limit_is_an_error_for_that_node() -> 
     guids = GuidMap()
     add_annotations(guids, [Node("ok", annotations={ANNOTATION: "mlx5_0=0x2c90300005670"}),
                             Node("huge", annotations={ANNOTATION: "mlx5_0=0x1," * 1000})])
-    assert set(guids.owners) == {0x2C90300005670}
+    assert set(guids.claims) == {0x2C90300005670} and guids.annotated == {"ok"}
     assert [(node, "4096" in why) for node, why in guids.errors] == [("huge", True)]

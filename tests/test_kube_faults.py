@@ -1,7 +1,9 @@
 """Every Kubernetes call ends within its timeout with one line and exit 2 (CLI), or is retried (operator).
 
-Raw-socket servers (tests/faultserver.py) stand in for a silent server, a body that drips a byte at a time,
-a PATCH nobody answers, a connection dropped mid-PATCH and a proxy answering HTML; the CLI runs in-process.
+Raw-socket servers (tests/faultserver.py) stand in for a silent server, headers, a body or a TLS handshake that
+drip a byte at a time, a PATCH nobody answers, a connection dropped mid-PATCH, a proxy answering HTML, a body
+that never ends, throttling with a long Retry-After, lists that page for ever and JSON of the wrong shape
+(issue 32's hostile API server); the CLI runs in-process.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import KubeUnreachable
 from labeler.kube import MAX_RETRY_AFTER, call_with_retries, retry_delay
-from tests.faultserver import DropsFirstPatch, FaultServer, closed_port, html, no_patch_answer, silent, slow_drip
+from labeler import kube
+from tests.conftest import EXAMPLES
+from tests.faultserver import (DropsFirstPatch, EndlessPages, FaultServer, answering, closed_port, flood, header_drip,
+                               html, no_patch_answer, silent, slow_drip, tls_drip)
 from topolabel.cli import main
 
 TIMEOUT = 2.0
@@ -39,6 +44,7 @@ def timed(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str
 @pytest.mark.parametrize("behave, fragment", [
     (silent, f"no answer within {TIMEOUT:g}s"),
     (slow_drip, f"the answer took longer than {TIMEOUT:g}s"),
+    (header_drip, f"no answer within {TIMEOUT:g}s"),  # the deadline once started after the headers
     (html, "answered with something that is not JSON (text/html)"),
 ])
 def test_a_server_that_does_not_answer_properly_ends_within_the_timeout(behave, fragment: str, tmp_path: Path,
@@ -112,3 +118,101 @@ def test_only_the_patient_operator_retries_a_timeout() -> None:
     with pytest.raises(KubeUnreachable):
         call_with_retries(times_out, retries=3, sleep=lambda _: None, patient=True)
     assert len(calls) == 1 + 4
+
+
+def one_line(code: int, err: str, fragment: str) -> None:
+    assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1, (code, err)
+    assert "internal error" not in err
+
+
+def test_a_tls_handshake_that_drips_ends_within_the_connect_timeout(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    with FaultServer(tls_drip) as server:
+        code, _, err, seconds = timed(plan(server.kubeconfig(tmp_path, tls=True)), capsys)
+    assert seconds < LIMIT, (seconds, err)
+    one_line(code, err, "127.0.0.1")
+
+
+def test_a_long_retry_after_ends_within_the_request_timeout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Retry-After: 60 once made one request wait 5 x 60 s under --request-timeout 3."""
+    throttled = answering(b'{"kind": "Status", "message": "slow down"}', "429 Too Many Requests", "Retry-After: 60\r\n")
+    with FaultServer(throttled) as server:
+        code, _, err, seconds = timed(plan(server.kubeconfig(tmp_path)), capsys)
+        assert seconds < LIMIT, (seconds, err)
+        one_line(code, err, "429 Too Many Requests: slow down")
+        code, out, err, seconds = timed(["apply", "--snapshot", write_snapshot(tmp_path), "--kubeconfig",
+                                         server.kubeconfig(tmp_path), "--request-timeout", str(TIMEOUT), "-o", "json"],
+                                        capsys)
+    assert seconds < LIMIT and code == 2, (seconds, err)  # the node list is throttled before any patch
+
+
+def test_a_patch_throttled_past_the_budget_is_reported_at_once() -> None:
+    sleeps: list[float] = []
+    exc = ApiException(status=429)
+    exc.headers = {"Retry-After": "2"}
+
+    def throttled() -> None:
+        raise exc
+
+    with pytest.raises(ApiException):
+        call_with_retries(throttled, retries=5, sleep=sleeps.append, budget=5.0, clock=lambda: sum(sleeps))
+    assert sleeps == [2.0, 2.0]  # a third wait would end past the 5 s budget
+
+
+@pytest.mark.parametrize("same, fragment", [(True, "pages in a circle"), (False, "it pages for ever")])
+def test_a_list_that_pages_for_ever_ends(same: bool, fragment: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(kube, "MAX_PAGES", 20)
+    pager = EndlessPages(same)
+    with FaultServer(pager) as server:
+        code, _, err, _ = timed(plan(server.kubeconfig(tmp_path)), capsys)
+    one_line(code, err, fragment)
+    assert pager.pages == (2 if same else 20)
+
+
+def test_a_body_that_never_ends_is_cut_at_the_answer_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A fast endless body once reached 2 GB in 3 s: read_body kept every chunk."""
+    monkeypatch.setattr(kube, "MAX_ANSWER", 4 << 20)
+    with FaultServer(flood) as server:
+        code, _, err, seconds = timed(plan(server.kubeconfig(tmp_path)), capsys)
+    assert seconds < LIMIT
+    one_line(code, err, "an answer larger than 4 MiB; refused")
+
+
+WRONG_SHAPES = {"a list": b"[]", "items a number": b'{"items": 5}', "50,000 deep": b"[" * 50_000 + b"]" * 50_000,
+                "a lone surrogate in a name": b'{"items": [{"metadata": {"name": "n\\ud800"}}]}',
+                "continue a number": b'{"metadata": {"continue": 5}, "items": []}'}
+
+
+@pytest.mark.parametrize("shape", WRONG_SHAPES)
+@pytest.mark.parametrize("where", ["/api/v1/nodes", "/api/v1/pods", "/apis/kueue.x-k8s.io/"])
+def test_json_of_the_wrong_shape_is_one_line_for_every_reader(shape: str, where: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """fit reads all three lists (nodes, pods, Kueue objects); each once gave internal errors."""
+    with FaultServer(answering(WRONG_SHAPES[shape], where=where)) as server:
+        code, _, err, _ = timed(["fit", str(EXAMPLES / "jobs" / "pytorchjob.yaml"), "--kubeconfig",
+                                 server.kubeconfig(tmp_path)], capsys)
+    one_line(code, err, "127.0.0.1")
+
+
+def commands(kubeconfig: str, snapshot: str) -> dict[str, list[str]]:
+    job = str(EXAMPLES / "jobs" / "pytorchjob.yaml")
+    source = ["--source", "labels", "--preset", "gke", "--kubeconfig", kubeconfig]
+    return {"discover": ["discover", *source], "plan": ["plan", *source], "kueue": ["kueue", *source, "-o", "yaml"],
+            "verify": ["verify", *source], "export": ["export", "slurm", *source],
+            "apply": ["apply", "--snapshot", snapshot, "--kubeconfig", kubeconfig],
+            "show": ["show", "--kubeconfig", kubeconfig], "fit": ["fit", job, "--kubeconfig", kubeconfig],
+            "job check": ["job", "check", job, "--kubeconfig", kubeconfig],
+            "job annotate": ["job", "annotate", job, "--queue", "gpu", "--within", "block", "--kubeconfig", kubeconfig],
+            "why": ["why", "default/job-a", "--kubeconfig", kubeconfig],
+            "capacity": ["capacity", "--size", "2", "--gpus", "8", "--within", "block", "--kubeconfig", kubeconfig]}
+
+
+@pytest.mark.parametrize("command", ["discover", "plan", "kueue", "verify", "export", "apply", "show", "fit",
+                                     "job check", "job annotate", "why", "capacity"])
+def test_every_command_that_reads_the_cluster_answers_a_wrong_shape_in_one_line(
+        command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FaultServer(answering(b'{"items": 5}', where="/api")) as server:
+        code, _, err, _ = timed(commands(server.kubeconfig(tmp_path), write_snapshot(tmp_path))[command], capsys)
+    one_line(code, err, "the wrong shape")

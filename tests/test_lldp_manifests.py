@@ -7,11 +7,11 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import celpy
 import pytest
 import yaml
 
 from providers.lldp.facts import ANNOTATION
+from tests.celpolicy import Policy
 from topolabel.cli import parser
 
 ROOT = Path(__file__).resolve().parent.parent / "manifests" / "agent"
@@ -105,42 +105,6 @@ def test_the_liveness_probe_watches_the_file_the_agent_touches() -> None:
     assert str(args.alive_file) in probe and "-mmin -15" in probe  # 3 x the 300 s interval
     mounts = {m["mountPath"]: m["name"] for m in agent["volumeMounts"]}
     assert str(args.alive_file.parent) in mounts
-
-
-class Policy:
-    """The ValidatingAdmissionPolicy's CEL, evaluated as the API server would for one request."""
-
-    def __init__(self, policy: dict[str, Any]) -> None:
-        self.env = celpy.Environment()
-        spec = policy["spec"]
-        self.match = [self._compile(m["expression"]) for m in spec["matchConditions"]]
-        self.variables = [(v["name"], self._compile(v["expression"])) for v in spec["variables"]]
-        self.rules = [(self._compile(v["expression"]),
-                       self._compile(v["messageExpression"]) if "messageExpression" in v else None)
-                      for v in spec["validations"]]
-
-    def _compile(self, expression: str) -> Any:
-        return self.env.program(self.env.compile(expression))
-
-    def denials(self, request: dict, old: dict | None, new: dict | None) -> list[str] | None:
-        """None when the policy does not apply to the request; else the failed rules' messages."""
-        scope: dict[str, Any] = {"request": celpy.json_to_cel(request), "object": celpy.json_to_cel(new),
-                                 "oldObject": celpy.json_to_cel(old)}
-        if not all(m.evaluate(scope) for m in self.match):
-            return None
-        variables: dict[str, Any] = {}
-        for name, program in self.variables:
-            variables[name] = program.evaluate({**scope, "variables": celpy.json_to_cel(variables)})
-        scope["variables"] = celpy.json_to_cel(variables)
-        failed = []
-        for rule, message in self.rules:
-            try:
-                ok = bool(rule.evaluate(scope))
-            except celpy.CELEvalError:
-                ok = False  # failurePolicy: Fail
-            if not ok:
-                failed.append(str(message.evaluate(scope)) if message else "denied")
-        return failed
 
 
 POLICY = Policy(OBJECTS["ValidatingAdmissionPolicy"])

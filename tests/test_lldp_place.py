@@ -66,11 +66,19 @@ def test_a_switch_without_a_name_is_known_by_its_chassis_id() -> None:
     assert found.paths == {"gpu-a": ("56:6c:21:32:03:8b",)} and snap.nodes["gpu-a"] == {"rack": "56-6c-21-32-03-8b"}
 
 
-def test_one_name_from_two_chassis_is_reported() -> None:
+def test_one_name_from_two_chassis_goes_to_the_chassis_most_hosts_hear() -> None:
+    """A host may claim a switch it is not cabled to (issue 32, S1): the name is the chassis most hosts hear,
+    the others are refused as claims; on a tie nobody gets it."""
     found = place({"gpu-a": (n("eth0", "leaf", chassis_id="01"),), "gpu-b": (n("eth0", "leaf", chassis_id="02"),)},
                   Fabric(), MGMT)
-    assert found.paths == {"gpu-a": ("leaf",), "gpu-b": ("leaf",)}
+    assert found.paths == {}
     assert any(p.node is None and "'leaf' is sent by 2 chassis (01, 02)" in p.message for p in found.problems)
+    assert {p.node for p in found.problems if p.claim} == {"gpu-a", "gpu-b"}
+    found = place({"gpu-a": (n("eth0", "leaf", chassis_id="01"),), "gpu-b": (n("eth0", "leaf", chassis_id="01"),),
+                   "evil": (n("eth0", "leaf", chassis_id="66"),)}, Fabric(), MGMT)
+    assert found.paths == {"gpu-a": ("leaf",), "gpu-b": ("leaf",)}
+    assert [(p.node, p.claim) for p in found.problems if p.node] == [("evil", True)]
+    assert "hears switch 'leaf' from chassis 66, while 2 host(s) hear it from 01" in problems(found)["evil"]
 
 
 SWITCH_MAP = {"levels": ["block", "spinegroup"],
@@ -184,15 +192,30 @@ def test_one_host_alone_on_two_switches_infers_nothing() -> None:
     assert "the switches are not an MLAG pair" in problems(found)["gpu-1"]
 
 
-def test_a_host_pairing_a_member_with_another_switch_blocks_the_inference_and_says_why() -> None:
+def test_hosts_pairing_a_member_with_another_switch_block_the_inference_and_say_why() -> None:
     hosts = {"gpu-1": dual("tor-a1", "tor-a2"), "gpu-2": dual("tor-a1", "tor-a2"), "gpu-9": dual("tor-a1", "tor-b"),
-             "gpu-5": dual("tor-b")}
+             "gpu-8": dual("tor-a1", "tor-b"), "gpu-5": dual("tor-b")}
     found = place(hosts, Fabric(infer_pairs=True), MGMT)
     assert set(found.paths) == {"gpu-5"}
     why = problems(found)
-    assert ("2 hosts hear exactly tor-a1, tor-a2, but gpu-9 hears tor-a1 with tor-b, so they are not taken as a "
-            "pair (list the pair in a switch map)") in why["gpu-1"]
-    assert "the switches are not an MLAG pair" in why["gpu-9"]
+    assert ("2 hosts hear exactly tor-a1, tor-a2, but gpu-8 hears tor-a1 with tor-b (and 1 more host(s)), so they "
+            "are not taken as a pair (list the pair in a switch map)") in why["gpu-1"]
+    assert "2 hosts hear exactly tor-a1, tor-b, but" in why["gpu-9"]
+    assert not any(p.claim for p in found.problems)
+
+
+def test_one_hosts_claim_never_stops_the_others_pair() -> None:
+    """Issue 32, S1: without a switch map, one host's LLDP claim (hearing a pair member with another switch)
+    once unplaced the seven hosts of the pair; uncorroborated by any peer, it is refused and blocks nothing."""
+    hosts = {**{f"gpu-{i}": dual("tor-a1", "tor-a2") for i in range(7)}, "evil": dual("tor-a1", "tor-b"),
+             "gpu-b": dual("tor-b")}
+    found = place(hosts, Fabric(infer_pairs=True), MGMT)
+    assert {h: p for h, p in found.paths.items() if h.startswith("gpu-")} == {
+        **{f"gpu-{i}": ("tor-a1_tor-a2",) for i in range(7)}, "gpu-b": ("tor-b",)}
+    assert "evil" not in found.paths
+    assert [p.node for p in found.problems if p.claim] == ["evil"]
+    assert ("no other host hears tor-a1, tor-b and no switch map pairs them, while 7 hosts hear exactly tor-a1, "
+            "tor-a2; this host's claim is refused") in problems(found)["evil"]
 
 
 def test_separate_racks_with_a_few_hosts_cabled_across_are_not_merged() -> None:

@@ -86,7 +86,7 @@ def test_options_from_the_config_file(lldp_dir, tmp_path, capsys) -> None:
 @pytest.mark.parametrize("args, words", [
     ((), "no nodes to read the agent's annotations from"),
     (("--lldp-dir", "/nonexistent/lldp"), "/nonexistent/lldp: not a directory"),
-    (("--lldp-dir", "{dir}", "--mgmt-interfaces", "(eno"), "mgmt_interfaces: Input should be a valid regular expression"),
+    (("--lldp-dir", "{dir}", "--mgmt-interfaces", "(eno"), "mgmt_interfaces: not a regular expression: missing )"),
     (("--lldp-dir", "{dir}", "--switch-map", "m.yaml", "--switch-lldp", "{dir}"), "not both"),
     (("--lldp-dir", "{dir}", "--switch-map", "/nonexistent/map.yaml"), "/nonexistent/map.yaml: cannot read"),
     (("--lldp-dir", "{dir}", "--switch-lldp", "{dir}"), "gpu-c.json: not valid JSON"),

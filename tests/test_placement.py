@@ -8,9 +8,9 @@ import re
 import pytest
 
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Level
+from labeler.model import Discovery, Level, Ownership, ownership
 from labeler.nodes import MANAGED_ANNOTATION, Node
-from labeler.placement import level_keys, pad_depths, snapshot_from_dict, to_snapshot
+from labeler.placement import check_levels, level_keys, pad_depths, snapshot_from_dict, to_snapshot
 
 LEVELS = (Level("block", "topolabel.dev/block"), Level("rack", "topolabel.dev/rack"))
 
@@ -63,7 +63,7 @@ def test_snapshot_round_trip_and_errors() -> None:
     assert again.to_dict() == snap.to_dict()
     assert again.labels_for("n1") == {"topolabel.dev/block": "b1", "topolabel.dev/rack": "r1"}
     with pytest.raises(TopologyError, match="snap.json: nodes.n1 has no value for level"):
-        snapshot_from_dict({"levels": [{"name": "a", "label": "x/a"}, {"name": "b", "label": "x/b"}],
+        snapshot_from_dict({"levels": [{"name": "a", "label": "topolabel.dev/a"}, {"name": "b", "label": "topolabel.dev/b"}],
                             "nodes": {"n1": {"a": "1"}}}, "snap.json")
 
 
@@ -85,16 +85,32 @@ def _one_level(label: str, values: dict, name: str = "block") -> dict:
     (_one_level("topolabel.dev/block", {"n1": "x" * 64}), "is not a label value"),
     (_one_level("topolabel.dev/block", {"n1": ""}), "is not a label value"),
     (_one_level("topolabel.dev/block", {"n 1": "a"}), "not a Kubernetes node name"),
-    ({"levels": [{"name": "a", "label": "x/a"}, {"name": "b", "label": "x/b"}],
+    ({"levels": [{"name": "a", "label": "topolabel.dev/a"}, {"name": "b", "label": "topolabel.dev/b"}],
       "nodes": {"n1": {"a": "p", "b": "q"}, "n2": {"a": "r", "b": "q"}}}, "not a tree"),
-    ({"levels": [{"name": "a", "label": "x/a"}, {"name": "a", "label": "x/b"}], "nodes": {}}, "share one name"),
-    ({"levels": [{"name": f"l{i}", "label": f"x/l{i}"} for i in range(16)], "nodes": {}}, "16 levels"),
-    ({"levels": [{"name": 1, "label": "x/a"}], "nodes": {}}, "levels[0] needs 'name' and 'label' strings"),
-    ({"levels": [{"name": "a", "label": "x/a"}], "nodes": {}, "problems": "oops"}, "'problems' must be a list"),
+    ({"levels": [{"name": "a", "label": "topolabel.dev/a"}, {"name": "a", "label": "topolabel.dev/b"}], "nodes": {}}, "share one name"),
+    ({"levels": [{"name": f"l{i}", "label": f"topolabel.dev/l{i}"} for i in range(16)], "nodes": {}}, "16 levels"),
+    ({"levels": [{"name": 1, "label": "topolabel.dev/a"}], "nodes": {}}, "levels[0] needs 'name' and 'label' strings"),
+    ({"levels": [{"name": "a", "label": "topolabel.dev/a"}], "nodes": {}, "problems": "oops"}, "'problems' must be a list"),
 ])
 def test_an_untrusted_snapshot_gets_the_checks_discovery_output_gets(data: dict, fragment: str) -> None:
     with pytest.raises(TopologyError, match="snap.json: .*" + re.escape(fragment)):
         snapshot_from_dict(data, "snap.json")
+
+
+def test_keys_a_config_owns_are_written_and_no_others() -> None:
+    """A config owns its keyPrefix and the keys it names; never Kubernetes' or a cloud's, whatever it says."""
+    owned = ownership("topo.example.com/", ["example.com/rack"])
+    for key in ("topolabel.dev/block", "topo.example.com/block", "example.com/rack"):
+        check_levels([Level("x", key)], "cfg", owned)
+    for key, why in [("example.com/row", "is not topolabel's to write: it writes only keys under or named "
+                                         "topolabel.dev/, topo.example.com/, example.com/rack"),
+                     ("x.topo.example.com/block", "is not topolabel's to write")]:
+        with pytest.raises(TopologyError, match=re.escape(why)):
+            check_levels([Level("x", key)], "cfg", owned)
+    assert level_keys(["rack"], "topo.example.com/", {"rack": "example.com/rack"})[0].label == "example.com/rack"
+    with pytest.raises(TopologyError, match="belongs to Kubernetes"):
+        level_keys(["host"], overrides={"host": "kubernetes.io/hostname"})
+    assert Ownership(("",)).owns("rack") and not Ownership(("",)).owns("example.com/rack")
 
 
 @pytest.mark.parametrize("overrides, prefix", [

@@ -9,8 +9,8 @@ import pytest
 
 from hack.synth import gke_cluster
 from labeler.apply import apply_plan
-from labeler.errors import PlanRefused
-from labeler.model import Level, Snapshot
+from labeler.errors import PlanRefused, TopologyError
+from labeler.model import Level, Snapshot, ownership
 from labeler.placement import level_keys, to_snapshot
 from labeler.nodes import MANAGED_ANNOTATION, Node, parse_nodes
 from labeler.plan import check_share, make_plan
@@ -103,13 +103,14 @@ def test_renamed_key_is_removed_and_foreign_keys_untouched(store: Store) -> None
 def test_a_key_the_node_already_carried_never_becomes_managed() -> None:
     snap = Snapshot((Level("rack", "example.com/rack"),), {"same": {"rack": "r1"}, "other": {"rack": "r1"}})
     nodes = [Node("same", {"example.com/rack": "r1"}), Node("other", {"example.com/rack": "hand-set"})]
-    plan = make_plan(snap, nodes)
+    owned = ownership(keys=["example.com/rack", "example.com/rack-v2"])  # a config naming them
+    plan = make_plan(snap, nodes, owned)
     assert [(c.node, c.set, c.managed) for c in plan.changes] == []  # nothing claimed, nothing rewritten
     assert [(p.node, p.source) for p in plan.conflicts] == [("other", "plan")]
     assert "example.com/rack='hand-set', which topolabel did not write" in plan.conflicts[0].message
     # a later level rename removes only what topolabel wrote: neither node loses example.com/rack
     renamed = Snapshot((Level("rack", "example.com/rack-v2"),), {"same": {"rack": "r1"}, "other": {"rack": "r1"}})
-    assert all(c.remove == [] for c in make_plan(renamed, nodes).changes)
+    assert all(c.remove == [] for c in make_plan(renamed, nodes, owned).changes)
 
 
 def test_a_crafted_annotation_never_removes_a_label_topolabel_cannot_own() -> None:
@@ -144,3 +145,18 @@ def test_patch_is_a_small_merge_patch(store: Store) -> None:
     body = change.patch()
     assert set(body) == {"metadata"} and set(body["metadata"]) == {"labels", "annotations"}
     assert set(body["metadata"]["labels"]) == {"topolabel.dev/block", "topolabel.dev/subblock", "topolabel.dev/host"}
+
+
+@pytest.mark.parametrize("key", ["karpenter.sh/nodepool", "node.openshift.io/os_id", "example.com/rack"])
+def test_a_plan_writes_only_keys_topolabel_owns(key: str) -> None:
+    """Issue 32, example 8: another tool's key as a level key was planned and written (the denylist knew a few
+    owners); now only topolabel's prefixes and what the config names are written, and removed."""
+    snap = Snapshot((Level("pool", key),), {"n1": {"pool": "a"}})
+    with pytest.raises(TopologyError, match=f"label key '{key}' for level 'pool' is not topolabel's to write"):
+        make_plan(snap, [Node("n1")])
+    assert make_plan(snap, [Node("n1")], ownership(keys=[key]) if key.startswith("example.com") else
+                     ownership(key.rpartition("/")[0] + "/")).changes  # a config that names it owns it
+    crafted = Node("n1", {key: "theirs", "topolabel.dev/block": "b1"},
+                   {MANAGED_ANNOTATION: f"{key},topolabel.dev/block"})
+    plan = make_plan(Snapshot((Level("block", "topolabel.dev/block"),), {"n1": {"block": "b1"}}), [crafted])
+    assert [c.remove for c in plan.changes] in ([], [[]])  # the listed key is not topolabel's: never removed

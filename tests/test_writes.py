@@ -7,8 +7,11 @@ people keeps every file the running generator did not write.
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
+import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +123,45 @@ def test_an_output_dir_that_is_a_file_or_unreadable_is_one_line(tmp_path: Path, 
     done = topolabel("kueue", "--config", str(CONFIG), "--nodes", str(NODES), "--snapshot", str(snapshot),
                      "--output-dir", str(tmp_path / "kueue"))
     one_error_line(done, "kustomization.yaml: not UTF-8 text; it was left as it is")
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "directory"])
+def test_a_target_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path: Path, snapshot: Path, kind: str,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`show --svg /dev/null` once renamed a regular file over the system's /dev/null (as root); a FIFO became a
+    file, and a directory target left a temporary file behind."""
+    from topolabel.cli import main
+
+    target = tmp_path / kind
+    if kind == "device":  # /dev/null's own numbers, in the test's directory (never the real one)
+        try:
+            os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:  # no CAP_MKNOD: a socket is as special
+            socket.socket(socket.AF_UNIX).bind(str(target))
+    elif kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+    before = os.lstat(target)
+    code = main(["show", "--config", str(CONFIG), "--nodes", str(NODES), "--snapshot", str(snapshot), "--svg", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{target}: is a " in err and "not a regular file; refused" in err, err
+    assert len(err.strip().splitlines()) == 1
+    after = os.lstat(target)
+    assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+    assert not list(target.parent.glob(f".{target.name}.*.tmp"))
+
+
+def test_a_rename_that_fails_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """A target that turns into a directory between the check and the rename: the temporary file goes too."""
+    from labeler.errors import OutputError
+    from labeler.files import write_files
+
+    class Late(dict):
+        def items(self):  # the check has run; now the second target becomes a directory
+            (tmp_path / "b.yaml").mkdir()
+            return super().items()
+
+    with pytest.raises(OutputError, match="cannot finish writing"):
+        write_files(tmp_path, Late({"a.yaml": "a\n", "b.yaml": "b\n"}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.yaml", "b.yaml"]

@@ -10,7 +10,6 @@ grants; an admission policy keeps it to its own Node.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import sys
@@ -21,7 +20,8 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TextIO, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from labeler.errors import SourceError, TopolabelError
+from labeler.documents import load_json
+from labeler.errors import TopolabelError
 from labeler.hosttools import run_tool
 from labeler.kube import api_error
 from providers.infiniband.portrecord import encode, make_record
@@ -29,6 +29,7 @@ from providers.infiniband.sysfs import read_port_health
 from providers.lldp.facts import Neighbor, parse_json0
 
 LLDPCLI_TIMEOUT = 30.0
+LLDPCLI_MAX_BYTES = 4 << 20  # json0 of 256 neighbours (the most the facts hold) is well under 1 MiB
 _LOG_PREFIX = re.compile(r"^\S+ \[\w+/\w+\] ")  # lldpcli's "2026-11-30T02:08:31 [WARN/control] "
 
 
@@ -38,13 +39,11 @@ def lldpcli_command(lldpcli: str = "lldpcli", socket: str | None = None) -> list
 
 
 def read_neighbors(command: Sequence[str], timeout: float = LLDPCLI_TIMEOUT) -> tuple[Neighbor, ...]:
-    """Run lldpcli and parse its json0 output; failures are one-line `SourceError`s."""
+    """Run lldpcli and parse its json0 output like any document (bounded size and nesting); failures are
+    one-line errors, which the loop logs before trying again."""
     out = run_tool(command, timeout, missing="install lldpd, or give --lldpcli", failed="is lldpd running?",
-                   clean=lambda line: _LOG_PREFIX.sub("", line.strip()))
-    try:
-        return parse_json0(json.loads(out), "lldpcli output")
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"lldpcli output: not JSON: {exc}") from None
+                   clean=lambda line: _LOG_PREFIX.sub("", line.strip()), max_bytes=LLDPCLI_MAX_BYTES)
+    return parse_json0(load_json(out, "lldpcli output"), "lldpcli output")
 
 
 def annotation_patch(values: Mapping[str, str | None]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ are built (the others are listed by name and help); each command imports what it
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -20,6 +21,9 @@ from .parsing import Parser, chosen_command
 
 DEBUG = "TOPOLABEL_DEBUG"
 COMPLETE = "__complete"
+# Write errors of stdout: every file topolabel writes reports its own as one line (labeler.files), so one of
+# these that arrives unwrapped is the output stream's (a full disk, a quota, a file-size limit, a dead device).
+OUTPUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 HELP = frozenset({"-h", "--help"})
 
 DESCRIPTION = """Discover where GPU nodes sit in the network, label them hierarchically, and generate
@@ -120,7 +124,8 @@ def reads_snapshot(argv: list[str]) -> bool:
 
 def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
     """Run one command. Exit status: 0 ok or up to date; 1 differs, does not fit, or writes failed; 2 bad
-    input or an error, always with one line on stderr (README, "Exit status")."""
+    input or an error, always with one line on stderr (README, "Exit status"). Output that cannot be written
+    is an error too (a full disk: 2), except a reader that went away (a closed pipe: quietly 0)."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [COMPLETE]:  # the shells' and kubectl's completion asking (topolabel.completer)
         from .completer import answer
@@ -128,25 +133,66 @@ def main(argv: list[str] | None = None, prog: str = "topolabel") -> int:
         return answer(argv[1:] or [""], parser)
     if argv[:1] == ["help"] and argv[1:] not in ([], ["sources"]):
         argv = [*argv[1:], "--help"]  # `help job check` is `job check --help`
-    args = parse(argv, prog)
+    command = chosen_command(argv) or ""
+    try:
+        try:
+            args = parse(argv, prog)
+        except SystemExit:  # --help, --version or a usage error, printed by argparse: their output must arrive too
+            sys.stdout.flush()
+            raise
+        code = run(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        silence_stdout()
+        return 0
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRORS:
+            raise
+        silence_stdout()
+        report(command, f"error: cannot write the output: {exc.strerror or exc}")
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """The chosen command; its errors as one line on stderr and exit 2."""
     try:
         return args.run(args)
     except TopolabelError as exc:
         report(command_of(args), f"error: {exc}")
-    except BrokenPipeError:
-        return 0
+    except (BrokenPipeError, SystemExit):
+        raise
+    except OSError as exc:
+        if exc.errno in OUTPUT_ERRORS:
+            raise
+        report_bug(command_of(args), exc)
     except Exception as exc:  # noqa: BLE001 - a bug still ends in one line and exit 2, never 1
-        message = kube_error(exc)
-        if message is not None:
-            report(command_of(args), f"error: Kubernetes API: {message}")
-            return 2
-        report(command_of(args), f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
-                             f"with the traceback that {DEBUG}=1 prints)")
-        if os.environ.get(DEBUG):
-            import traceback
-
-            traceback.print_exc()
+        report_bug(command_of(args), exc)
     return 2
+
+
+def report_bug(command: str, exc: Exception) -> None:
+    """An unexpected exception as one line: a Kubernetes API error, or an internal error."""
+    message = kube_error(exc)
+    if message is not None:
+        report(command, f"error: Kubernetes API: {message}")
+        return
+    report(command, f"internal error: {type(exc).__name__}: {exc} (a bug in topolabel; please report it, "
+                    f"with the traceback that {DEBUG}=1 prints)")
+    if os.environ.get(DEBUG):
+        import traceback
+
+        traceback.print_exc()
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of the unwritten rest fails no more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a file (a test's capture): nothing flushes it at exit
+        pass
 
 
 def command_of(args: argparse.Namespace) -> str:
@@ -159,7 +205,7 @@ def report(command: str, message: str) -> None:
     """One line on stderr, however many lines the message had (a node name may hold a newline)."""
     from .output import one_line
 
-    print(f"topolabel {command}: {one_line(message)}", file=sys.stderr)
+    print(f"{' '.join(filter(None, ('topolabel', command)))}: {one_line(message)}", file=sys.stderr)
 
 
 def kube_error(exc: Exception) -> str | None:

@@ -34,6 +34,7 @@ from labeler.kube import api_error
 from labeler.lease import Keeper, Lease
 from labeler.names import MANAGED_BY
 from labeler.shards import publish, read_manifest, touch
+from providers.base import regex
 from providers.infiniband.command import run_ibnetdiscover
 from providers.infiniband.fabric import Fabric
 from providers.infiniband.parse import parse_ibnetdiscover
@@ -72,9 +73,9 @@ def parse_fabric_names(specs: Sequence[str]) -> dict[str, re.Pattern[str]]:
             raise InputError(f"--ib-fabric {spec!r}: expected NAME=REGEX, NAME lower-case letters, digits and "
                                     "dashes (at most 40), e.g. compute=^mlx5_[0-7]$")
         try:
-            named[name] = re.compile(pattern)
-        except re.error as exc:
-            raise InputError(f"--ib-fabric {spec!r}: not a regular expression: {exc}") from None
+            named[name] = regex(pattern)
+        except ValueError as exc:
+            raise InputError(f"--ib-fabric {spec!r}: {exc}") from None
     return named
 
 
@@ -180,7 +181,14 @@ class Collector:
         if self.settings.errors:
             info.update(self.port_errors(name, port))
         namespace = self.settings.namespace
-        current = read_manifest(self.api, namespace, object_name(name))
+        try:
+            current = read_manifest(self.api, namespace, object_name(name))
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            raise SourceError(f"may not read ConfigMap {namespace}/{object_name(name)}: add it to the resourceNames of "
+                              "the collector's Role (manifests/ib-collector/rbac.yaml; with the chart, name the fabric in "
+                              "ibCollector.fabrics or ibCollector.subnetPrefixes)") from None
         if not keeper.held:
             return "lost the lease during discovery; not published"
         if current is not None and current.info.get("fabricHash") == digest:

@@ -7,6 +7,8 @@ does. PyYAML and orjson are imported by the functions that print with them."""
 from __future__ import annotations
 
 import argparse
+import errno
+import functools
 import os
 import sys
 from collections import Counter
@@ -29,9 +31,21 @@ LIMIT = 50  # rows a table shows before "... and N more"; -o wide shows them all
 
 
 def one_line(message: str) -> str:
-    """A message as one line: control characters (newlines in a node name) escaped, length bounded."""
-    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in message)
-    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + f"... ({len(text) - MAX_MESSAGE} more characters)"
+    """A message as one line: control characters (newlines in a node name) escaped, length bounded.
+
+    Cut before escaping: a message may quote hundreds of MB (a parser's error on a huge document), and only
+    the first MAX_MESSAGE characters are ever shown."""
+    pieces, size = [], 0
+    for shown, ch in enumerate(message[:MAX_MESSAGE]):
+        piece = ch if ch.isprintable() else repr(ch)[1:-1]
+        if size + len(piece) > MAX_MESSAGE:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    else:
+        shown = min(len(message), MAX_MESSAGE)
+    more = len(message) - shown
+    return "".join(pieces) + (f"... ({more} more characters)" if more else "")
 
 
 def view_of(args: argparse.Namespace) -> View:
@@ -114,9 +128,21 @@ def _json(data: Any, option: int = 0) -> bytes:
 def console(out: TextIO | None = None) -> Console:
     """A rich console on `out` (stdout when None, looked up now so redirection works), for prose with colour;
     as wide as the terminal ($COLUMNS, else 80 columns when not a terminal)."""
+    return _console_class()(file=out or sys.stdout, highlight=False)
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    """rich's Console, except that a closed pipe raises BrokenPipeError for the CLI to end quietly with 0 (rich
+    itself exits with 1, which would read as "differs" or "does not fit")."""
     from rich.console import Console
 
-    return Console(file=out or sys.stdout, highlight=False)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+    return PipeConsole
 
 
 def shown(items: Sequence[Any], view: View, limit: int = LIMIT) -> tuple[Sequence[Any], list[str]]:

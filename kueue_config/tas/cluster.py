@@ -12,7 +12,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import TopologyError
-from labeler.kube import list_pages, raw_json
+from labeler.kube import list_objects, request_json
 from labeler.names import KUEUE_GROUP, KUEUE_VERSION
 
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
@@ -25,15 +25,15 @@ UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 def list_pods(api: client.ApiClient, page: int = 1000) -> list[Any]:
     """Every pod in every namespace that has not finished, as raw objects."""
     core = client.CoreV1Api(api)
-    return list_pages(lambda token: raw_json(api, core.list_pod_for_all_namespaces(
-        limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False)))
+    return list_objects(api, lambda token: core.list_pod_for_all_namespaces(
+        limit=page, _continue=token, field_selector=UNFINISHED, _preload_content=False), "the pod list", walk=False)
 
 
 def _custom(api: client.ApiClient, plural: str, kind: str, group: str = KUEUE_GROUP,
             version: str = KUEUE_VERSION) -> list[dict[str, Any]]:
     custom = client.CustomObjectsApi(api)
-    items = list_pages(lambda token: raw_json(api, custom.list_cluster_custom_object(
-        group, version, plural, limit=500, _continue=token, _preload_content=False)))
+    items = list_objects(api, lambda token: custom.list_cluster_custom_object(
+        group, version, plural, limit=500, _continue=token, _preload_content=False), f"the {plural} list")
     return [{"apiVersion": f"{group}/{version}", "kind": kind, **item} for item in items]
 
 
@@ -60,8 +60,7 @@ def list_workloads(api: client.ApiClient) -> list[dict[str, Any]]:
 
 def get_workload(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     try:
-        found = raw_json(api, client.CustomObjectsApi(api).get_namespaced_custom_object(
-            KUEUE_GROUP, KUEUE_VERSION, namespace, "workloads", name, _preload_content=False))
+        found = request_json(api, "GET", f"/apis/{KUEUE_GROUP}/{KUEUE_VERSION}/namespaces/{namespace}/workloads/{name}")
     except ApiException as exc:
         if exc.status == 404:
             raise TopologyError(f"no Workload {namespace}/{name} (`kubectl get workloads -n {namespace}` lists "
@@ -72,14 +71,14 @@ def get_workload(api: client.ApiClient, namespace: str, name: str) -> dict[str, 
 
 def list_namespaces(api: client.ApiClient) -> dict[str, dict[str, str]]:
     """Namespace name -> labels (ClusterQueues select namespaces by label)."""
-    items = list_pages(lambda token: raw_json(api, client.CoreV1Api(api).list_namespace(
-        limit=500, _continue=token, _preload_content=False)))
+    items = list_objects(api, lambda token: client.CoreV1Api(api).list_namespace(
+        limit=500, _continue=token, _preload_content=False), "the namespace list")
     return {i["metadata"]["name"]: dict(i["metadata"].get("labels") or {}) for i in items}
 
 
 def list_priority_classes(api: client.ApiClient) -> tuple[dict[str, int], int]:
     """PriorityClass name -> value, and the value of the global default (0 without one)."""
-    items = list_pages(lambda token: raw_json(api, client.SchedulingV1Api(api).list_priority_class(
-        limit=500, _continue=token, _preload_content=False)))
+    items = list_objects(api, lambda token: client.SchedulingV1Api(api).list_priority_class(
+        limit=500, _continue=token, _preload_content=False), "the PriorityClass list")
     default = next((int(i.get("value", 0)) for i in items if i.get("globalDefault")), 0)
     return {i["metadata"]["name"]: int(i.get("value", 0)) for i in items}, default

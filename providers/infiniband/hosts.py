@@ -5,6 +5,12 @@ set it. Until then it is the adapter's default (`MT4129 ConnectX7   Mellanox Tec
 host; such HCAs are mapped by GUID. A GUID map comes from a file (`--guid-map`) or from the node
 annotation `topolabel.dev/ib-node-guids` that an agent writes from `/sys/class/infiniband/*/node_guid`.
 Both hold entries `GUID` or `DEVICE=GUID` (GUIDs as `0x...`, plain hex or `/sys`'s `xxxx:xxxx:xxxx:xxxx`).
+
+Each of these is a claim some node could have made up: a node writes its own annotation, and the host of an
+HCA sets its description. So no claim beats another: an HCA that two of them give to different nodes (two
+annotations, the map and an annotation, a description naming a node whose own annotation does not list the
+HCA) belongs to none of them, and each node named is a problem marked as a claim. One node can then never
+move another by claiming its HCAs; at worst the HCA goes unused and the nodes keep their labels.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from typing import Any, Callable, Mapping, Sequence, cast
 from labeler.errors import InputError
 from labeler.nodes import Node
 
-from .options import ANNOTATION
 from .fabric import Fabric
+from .options import ANNOTATION
 from .parse import parse_guid
 
 # Descriptions an adapter ships with (no host in them), and host names an image boots with before it is named.
@@ -73,14 +79,17 @@ def links(fabric: Fabric, node: int) -> list[tuple[int, int, int]]:
 
 @dataclass
 class GuidMap:
-    """GUID -> owner from a file and/or node annotations, with the entries that could not be read."""
+    """GUID -> the nodes that claim it (a file and/or node annotations), with the entries that could not be
+    read. `annotated`: nodes that published their own GUIDs (an annotation lists all of a node's HCAs)."""
 
-    owners: dict[int, Owner] = field(default_factory=dict)
+    claims: dict[int, dict[str, Owner]] = field(default_factory=lambda: defaultdict(dict))
     errors: list[tuple[str, str]] = field(default_factory=list)  # (node, message)
     by_node: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
+    annotated: set[str] = field(default_factory=set)
 
-    def add(self, node: str, value: Any, origin: str) -> None:
-        """Add one node's entries: a string (`mlx5_0=0x..., mlx5_1=...`), a list of them, or an int GUID."""
+    def add(self, node: str, value: Any, origin: str, own: bool = False) -> None:
+        """Add one node's entries: a string (`mlx5_0=0x..., mlx5_1=...`), a list of them, or an int GUID.
+        `own`: the node published them itself (its annotation)."""
         items = value if isinstance(value, list) else [value]
         for item in items:
             for entry in (re.split(r"[\s,]+", item.strip()) if isinstance(item, str) else [item]):
@@ -91,8 +100,18 @@ class GuidMap:
                 except InputError as exc:
                     self.errors.append((node, f"{origin}: {exc}"))
                     continue
-                self.owners[guid] = Owner(node, device)
+                self.claims[guid].setdefault(node, Owner(node, device))
                 self.by_node[node].add(guid)
+        if own:
+            self.annotated.add(node)
+
+    def claimants(self, guids: Sequence[int]) -> dict[str, Owner]:
+        """Every node that claims one of `guids` (an HCA's node and port GUIDs)."""
+        found: dict[str, Owner] = {}
+        for guid in guids:
+            for node, owner in self.claims.get(guid, {}).items():
+                found.setdefault(node, owner)
+        return found
 
 
 def _entry(entry: Any) -> tuple[str | None, int]:
@@ -124,7 +143,7 @@ def add_annotations(guids: GuidMap, nodes: Sequence[Node], key: str = ANNOTATION
         if value and len(value) > MAX_ANNOTATION:
             guids.errors.append((node.name, f"annotation {key}: {len(value)} characters, more than {MAX_ANNOTATION}"))
         elif value:
-            guids.add(node.name, value, f"annotation {key}")
+            guids.add(node.name, value, f"annotation {key}", own=True)
 
 
 def describe(desc: str) -> tuple[str | None, str | None, str]:
@@ -173,41 +192,57 @@ def host_hcas(fabric: Fabric) -> tuple[Hcas, int]:
     return Hcas(cas, list(map(guids.__getitem__, cas)), list(map(descs.__getitem__, cas))), aggregation
 
 
-def assign_owners(hcas: Hcas, fabric: Fabric, guids: GuidMap, resolve: Callable[[str], str | None]) -> list[str]:
-    """Set each HCA's host (a node name via `resolve(name)`) and device; returns notices on conflicts.
+def assign_owners(hcas: Hcas, fabric: Fabric, guids: GuidMap,
+                  resolve: Callable[[str], str | None]) -> list[tuple[str, str]]:
+    """Set each HCA's host (a node name via `resolve(name)`) and device; returns (node, message) for each node
+    in a contested claim (see the module's docstring), which the caller reports as claims.
 
-    A GUID map wins over the description: the agent read the GUID on the host itself, while a description
-    can be stale. HCAs whose description is shared with another HCA cannot be told apart and stay unknown.
+    HCAs whose description is shared with another HCA cannot be told apart and stay unknown.
     """
     hosts, devices, whys = describe_all(hcas.descs)
     shared = Counter(hcas.descs) if len(set(hcas.descs)) < len(hcas.descs) else None
-    if shared is None and not guids.owners and resolve is str.lower and None not in hosts:
+    if shared is None and not guids.claims and not guids.annotated and resolve is str.lower and None not in hosts:
         # the usual case, whole columns at once: every HCA names its host, and hosts are node names as they are
         hcas.hosts[:] = "\n".join(cast("list[str]", hosts)).lower().split("\n")
         hcas.devices, hcas.unknown = devices, whys
         return []
-    notices = []
-    owners = guids.owners
-    port_guids = _port_guids_by_node(fabric) if owners else {}
+    contested: list[tuple[str, str]] = []
+    port_guids = _port_guids_by_node(fabric) if guids.claims else {}
     for i, desc in enumerate(hcas.descs):
         host, device, why = hosts[i], devices[i], whys[i]
         if host and shared and shared[desc] > 1:
             host, why = None, f"description is on {shared[desc]} HCAs"
-        owner = next((owners[g] for g in (hcas.guids[i], *port_guids.get(hcas.nodes[i], ())) if g in owners),
-                     None) if owners else None
-        if owner is not None:
-            mapped = resolve(owner.node) or owner.node
-            named = resolve(host) if host else None
-            if named and named != mapped:
-                notices.append(f"{hcas.label(i)}: description says host {host!r}, GUID map says {owner.node!r}; "
-                               "using the GUID map")
-            host, device, why = mapped, owner.device or device, ""
+        owners = guids.claimants((hcas.guids[i], *port_guids.get(hcas.nodes[i], ()))) if guids.claims else {}
+        named = (resolve(host) or host) if host else None
+        mapped = {resolve(node) or node: owner for node, owner in owners.items()}
+        disowned = named is not None and named in guids.annotated and named not in mapped
+        claims = {**mapped, **({named: Owner(named, device)} if named and (mapped or disowned) else {})}
+        owner_host: str | None = None
+        if len(claims) > 1 or disowned:
+            device = device or next(iter(claims.values())).device
+            why = f"claimed by {', '.join(sorted(claims))}" + (" (not in its own annotation)" if disowned else "")
+            for node in sorted(claims):
+                contested.append((node, _contest(hcas.label(i), node, named, mapped, disowned)))
+        elif mapped:
+            owner_host, owner = next(iter(mapped.items()))
+            device, why = owner.device or device, ""
         elif host:
-            host = resolve(host) or host
-        hcas.hosts.append(host)
+            owner_host, why = named, ""
+        hcas.hosts.append(owner_host)
         hcas.devices.append(device)
         hcas.unknown.append(why)
-    return notices
+    return contested
+
+
+def _contest(label: str, node: str, named: str | None, mapped: Mapping[str, Owner], disowned: bool) -> str:
+    """The problem of one node in a contested claim on the HCA `label` names."""
+    how = " and ".join((["a GUID map entry or annotation"] if node in mapped else [])
+                       + (["the HCA's description"] if node == named else []))
+    others = sorted(set(mapped) | ({named} if named else set()) - {node})
+    why = (f"by {how}, but its own {ANNOTATION} annotation does not list it" if disowned and node == named
+           else f"by {how}, and also to {', '.join(others)}")
+    return (f"{label} is given to this node {why}; it counts for no node and their labels stay as they are "
+            "(correct the GUID map, the annotation or the HCA's description)")
 
 
 def _port_guids_by_node(fabric: Fabric) -> dict[int, list[int]]:

@@ -5,8 +5,11 @@ both take once they hold a fabric: who owns which HCA, which HCAs count, which p
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from dataclasses import dataclass, field
+
+from ..base import regex
 
 # Node annotation an agent fills from /sys/class/infiniband/*/node_guid: `mlx5_0=0x...,mlx5_1=0x...`.
 ANNOTATION = "topolabel.dev/ib-node-guids"
@@ -15,10 +18,13 @@ DEFAULT_NAMESPACE = "topolabel-agent"  # where manifests/agent runs the collecto
 
 def _compiles(value: str | None) -> str | None:
     if value is not None:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a regular expression: {exc}") from None
+        regex(value)
+    return value
+
+
+def _finite(value: float) -> float:
+    if not math.isfinite(value):
+        raise ValueError("must be a finite number of seconds")
     return value
 
 
@@ -68,11 +74,11 @@ def add_fabric_arguments(parser: argparse.ArgumentParser, source: str) -> None:
 class InfinibandOptions(FabricOptions):
     ib_fabric: str | None = None  # a published fabric's name; "*": the only one published
     ib_namespace: str = DEFAULT_NAMESPACE
-    ib_max_age: float = field(default=1800.0, metadata={"gt": 0})
+    ib_max_age: float = field(default=1800.0, metadata={"gt": 0, "check": _finite})
     ibnetdiscover: str | None = None
     run_ibnetdiscover: bool = False  # flag --run (`run` is the subcommand's handler)
     ib_ca: str | None = None
-    ib_timeout: float = field(default=60.0, metadata={"gt": 0})
+    ib_timeout: float = field(default=60.0, metadata={"gt": 0, "check": _finite})
     node_name_map: str | None = None
 
     def check(self) -> None:

@@ -47,7 +47,7 @@ class Survey:
 
     hcas: Hcas
     aggregation: int  # SHARP aggregation nodes left out
-    notices: list[str]  # owner conflicts between descriptions and the GUID map
+    contested: list[tuple[str, str]]  # (node, why) of each node in a contested claim on an HCA
     tiers: Tiers
     names: dict[int, str]  # switch node -> readable name
     host_of: dict[int, str]  # HCA node -> host, for the HCAs with a host that the request counts (GUID order)
@@ -61,7 +61,7 @@ def survey(fabric: Fabric, request: Request) -> Survey:
     hcas, aggregation = host_hcas(fabric)
     if "switch" not in fabric.kinds:
         raise SourceError(_no_switches(request.origin, hcas))
-    notices = assign_owners(hcas, fabric, request.guids or GuidMap(), name_resolver(request.nodes))
+    contested = assign_owners(hcas, fabric, request.guids or GuidMap(), name_resolver(request.nodes))
     tiers = classify(fabric, hcas.nodes)
     names = switch_names({node: fabric.descs[node] for node, kind in enumerate(fabric.kinds) if kind == "switch"},
                          fabric.guids)
@@ -69,13 +69,13 @@ def survey(fabric: Fabric, request: Request) -> Survey:
     groups = leaf_groups_of(fabric, tiers.leaves, host_of)
     found_blocks = blocks(fabric, tiers, groups)
     tiers = with_empty_leaves(fabric, tiers, found_blocks.of)
-    return Survey(hcas, aggregation, notices, tiers, names, host_of, groups, found_blocks)
+    return Survey(hcas, aggregation, contested, tiers, names, host_of, groups, found_blocks)
 
 
 @paused_gc()
 def place(fabric: Fabric, request: Request) -> Discovery:
     seen = survey(fabric, request)
-    hcas, aggregation, notices, tiers, names = seen.hcas, seen.aggregation, seen.notices, seen.tiers, seen.names
+    hcas, aggregation, contested, tiers, names = seen.hcas, seen.aggregation, seen.contested, seen.tiers, seen.names
     host_of, groups, found_blocks = seen.host_of, seen.groups, seen.blocks
     guids = request.guids or GuidMap()
     block_of = found_blocks.of
@@ -88,8 +88,8 @@ def place(fabric: Fabric, request: Request) -> Discovery:
 
     found = Discovery(request.source, ("block", "leafgroup") if three_level else ("leafgroup",))
     found.problem(_shape(tiers, leaf_blocks, three_level, groups, hcas, host_of, aggregation))
-    for message in notices:
-        found.problem(message)
+    for node, message in contested:
+        found.problem(message, node, claim=True)
     for node, message in guids.errors:
         found.problem(message, node)
     _report_unknown(found, fabric, hcas, names)
@@ -100,7 +100,8 @@ def place(fabric: Fabric, request: Request) -> Discovery:
         path = (group_name[group],)
         group_paths[group] = (block_names[block_of[group]], *path) if three_level else path
     paths = {host: group_paths[group] for host, group in groups.host_group.items()}
-    _read_off(found, paths, hcas, request)
+    claimants = {node for node, _ in contested}
+    _read_off(found, {host: path for host, path in paths.items() if host not in claimants}, hcas, request, claimants)
     slow = slow_links(fabric, tiers, names)
     placed = {node: host for node, host in zip(hcas.nodes, hcas.hosts) if host in found.paths} if slow else {}
     for message, hca_nodes in slow:
@@ -195,8 +196,10 @@ def _report_groups(found: Discovery, groups: LeafGroups, names: dict[int, str], 
                       "(cable missing, HCA or port down, or HCA not mapped); placed by its other links", host)
 
 
-def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Hcas, request: Request) -> None:
-    """The requested nodes' paths; nodes without a placed HCA and fabric hosts outside the cluster are problems."""
+def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Hcas, request: Request,
+              claimants: set[str]) -> None:
+    """The requested nodes' paths; nodes without a placed HCA and fabric hosts outside the cluster are problems.
+    Nodes in a contested claim are left as they are (their claim problems say why)."""
     if not request.nodes:
         found.paths.update(paths)
         return
@@ -206,6 +209,8 @@ def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Hcas, r
             owned[host].append(i)
     guids = request.guids or GuidMap()
     for node in request.nodes:
+        if node.name in claimants:
+            continue
         if node.name in paths:
             found.paths[node.name] = paths[node.name]
         elif owned.get(node.name):
@@ -218,7 +223,7 @@ def _read_off(found: Discovery, paths: dict[str, tuple[str, ...]], hcas: Hcas, r
                     else f"no HCA description names it and no GUID is mapped to it; {MAP_HINT}")
             found.problem(f"no HCA in the InfiniBand fabric {request.origin}: {hint}", node.name)
     names = {n.name for n in request.nodes}
-    outside = sorted(set(paths) - names, key=natural_key)
+    outside = sorted(set(paths) - names - claimants, key=natural_key)
     if outside:
         listed = ", ".join(outside[:MAX_LISTED]) + (f" and {len(outside) - MAX_LISTED} more"
                                                      if len(outside) > MAX_LISTED else "")

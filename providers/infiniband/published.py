@@ -31,7 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import SourceError, StaleInput
 from labeler.kube import api_error
-from labeler.shards import list_manifests, read_published
+from labeler.shards import SHARD_OF, list_manifests, read_published
 
 from .fabric import Fabric
 from .queryerrors import PortErrors
@@ -168,6 +168,9 @@ def read_fabric_from(api: Any, namespace: str, fabric: str, max_age: float,
     manifest, blob = found
     info = manifest.info
     origin = f"fabric {name} (ConfigMap {namespace}/{manifest.name})"
+    if manifest.labels.get(FABRIC_LABEL) != name or SHARD_OF in manifest.labels:  # as the collectors' policy checks
+        raise SourceError(f"infiniband: {origin} is not that fabric's manifest (labels {FABRIC_LABEL}="
+                          f"{str(manifest.labels.get(FABRIC_LABEL))[:60]!r}, {SHARD_OF}: {SHARD_OF in manifest.labels})")
     checked = _parse_time(info.get("checkedAt"), origin)
     age = ((now or datetime.datetime.now(datetime.timezone.utc)) - checked).total_seconds()
     who = f"collector on {info.get('collector') or 'an unknown node'}"

@@ -12,14 +12,14 @@ import argparse
 import re
 from pathlib import Path
 
-from pydantic import model_validator
+from pydantic import field_validator, model_validator
 
 from labeler.documents import read_document
 from labeler.errors import InputError, SourceError
 from labeler.files import read_text
 from labeler.model import Discovery, Problem
 
-from ..base import Options, Source, SourceContext, parse_options
+from ..base import Options, Source, SourceContext, parse_options, regex
 from .facts import ANNOTATION, Neighbor, read_facts
 from .place import DEFAULT_MGMT, Fabric, aliases, fabric_from_map, fabric_from_switches, place
 
@@ -34,6 +34,11 @@ class LldpOptions(Options):
     mgmt_interfaces: re.Pattern[str] = re.compile(DEFAULT_MGMT)
     switch_map: str | None = None
     switch_lldp: str | None = None
+
+    @field_validator("mgmt_interfaces", mode="before")
+    @classmethod
+    def _pattern(cls, value: object) -> object:
+        return regex(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_fabric(self) -> "LldpOptions":

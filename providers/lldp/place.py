@@ -6,6 +6,11 @@ Pairs come from a switch map or the switches' facts; with neither, from the host
 hosts hear together, and no host pairs with another switch, serve one rack whether or not they run MLAG.
 What sits above the racks comes from a `Fabric`: a switch map, or the switches' own LLDP facts, where
 leaves that hear each other are MLAG peers and leaves that share a spine share a block.
+
+A host's facts are its own claim (the agent on it writes them), so no host's claim may move another: a switch
+set only one host hears does not stop the other hosts' pair being inferred (that host alone is refused), and a
+switch name that several chassis send belongs to the chassis most hosts hear under it (the hosts hearing it
+from another chassis are refused; on a tie, all of them). Such refused hosts are problems marked as claims.
 """
 
 from __future__ import annotations
@@ -80,6 +85,8 @@ def place(hosts: Mapping[str, Sequence[Neighbor]], fabric: Fabric, mgmt: re.Patt
     discovery = Discovery(source, fabric.levels + (RACK,))
     for message in fabric.problems:
         discovery.problem(message)
+    refused = _contested_names(hosts, mgmt, discovery)
+    hosts = {h: ns for h, ns in hosts.items() if h not in refused}
     inferred = infer_pairs(hosts, mgmt) if fabric.infer_pairs else InferredPairs()
     for pair, count in inferred.pairs.items():
         discovery.problem(f"pair {rack_name(pair)} inferred from {count} hosts that hear exactly these switches "
@@ -95,8 +102,9 @@ def place(hosts: Mapping[str, Sequence[Neighbor]], fabric: Fabric, mgmt: re.Patt
         racks = {group.get(s, frozenset([s])) for s in switches}
         if len(racks) > 1:
             ports = ", ".join(n.describe() for n in data)
-            why = inferred.blocked.get(frozenset(switches), "the switches are not an MLAG pair")
-            discovery.problem(f"data-plane ports disagree ({ports}): {why}; left as it is", host)
+            alone = inferred.alone.get(host)
+            why = alone or inferred.blocked.get(frozenset(switches), "the switches are not an MLAG pair")
+            discovery.problem(f"data-plane ports disagree ({ports}): {why}; left as it is", host, claim=bool(alone))
             continue
         rack = racks.pop()
         above = fabric.above(rack)
@@ -108,17 +116,18 @@ def place(hosts: Mapping[str, Sequence[Neighbor]], fabric: Fabric, mgmt: re.Patt
             discovery.problem(f"hears only {', '.join(sorted(switches))} of the pair {rack_name(rack)} "
                               f"(no LLDP from {unheard}: a link down?); placed under the pair", host)
         discovery.paths[host] = above + (rack_name(rack),)
-    _shared_names(hosts, discovery)
     return discovery
 
 
 @dataclass
 class InferredPairs:
-    """Switch sets taken as one rack (with the number of hosts that hear exactly them), and the sets
-    several hosts hear that could not be taken, with why."""
+    """Switch sets taken as one rack (with the number of hosts that hear exactly them), the sets several hosts
+    hear that could not be taken, with why, and hosts alone in hearing a set that crosses a pair (refused
+    claims: they stop no pair), with why."""
 
     pairs: dict[frozenset[str], int] = field(default_factory=dict)
     blocked: dict[frozenset[str], str] = field(default_factory=dict)
+    alone: dict[str, str] = field(default_factory=dict)
 
 
 def infer_pairs(hosts: Mapping[str, Sequence[Neighbor]], mgmt: re.Pattern[str]) -> InferredPairs:
@@ -141,6 +150,12 @@ def infer_pairs(hosts: Mapping[str, Sequence[Neighbor]], mgmt: re.Pattern[str]) 
         if len(candidate) < 2 or count < 2:
             continue
         touching = {other for switch in candidate for other in sets_with[switch]}
+        for other in sorted(touching, key=sorted):  # a crossing set one host alone claims: refused, blocks nothing
+            if not other <= candidate and len(heard[other]) == 1:
+                found.alone[heard[other][0]] = (
+                    f"no other host hears {', '.join(sorted(other))} and no switch map pairs them, while {count} hosts "
+                    f"hear exactly {', '.join(sorted(candidate))}; this host's claim is refused")
+        touching = {other for other in touching if other <= candidate or len(heard[other]) > 1}
         why = _contradiction(candidate, count, touching, heard)
         if why:
             found.blocked[candidate] = (f"{count} hosts hear exactly {', '.join(sorted(candidate))}, but {why}, so "
@@ -166,18 +181,35 @@ def _contradiction(candidate: frozenset[str], count: int, touching: set[frozense
     return ""
 
 
-def _shared_names(hosts: Mapping[str, Sequence[Neighbor]], discovery: Discovery) -> None:
-    """Say so when one system name comes from several chassis: their hosts end up in one rack."""
-    ids: dict[str, set[str]] = defaultdict(set)
-    for neighbors in hosts.values():
-        for n in neighbors:
+def _contested_names(hosts: Mapping[str, Sequence[Neighbor]], mgmt: re.Pattern[str],
+                     discovery: Discovery) -> set[str]:
+    """Switch names sent by several chassis: the name is the chassis most hosts hear under it; the hosts that
+    hear it from another chassis (all of them, on a tie) are refused, as claims. Returns those hosts."""
+    hearers: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))  # name -> chassis id -> hosts
+    for host, neighbors in hosts.items():
+        for n in split_ports(neighbors, mgmt)[0]:
             if n.chassis_name and n.chassis_id:
-                ids[n.chassis_name].add(n.chassis_id.lower())
-    for name in sorted(ids):
-        if len(ids[name]) > 1:
-            discovery.problem(f"switch name {name!r} is sent by {len(ids[name])} chassis "
-                              f"({', '.join(sorted(ids[name]))}): two switches share a system name, "
-                              "so their hosts are placed together")
+                hearers[n.chassis_name][n.chassis_id.lower()].add(host)
+    refused: set[str] = set()
+    for name in sorted(hearers):
+        ids = hearers[name]
+        if len(ids) < 2:
+            continue
+        ranked = sorted(ids, key=lambda i: (-len(ids[i]), i))
+        winner = ranked[0] if len(ids[ranked[0]]) > len(ids[ranked[1]]) else None
+        discovery.problem(f"switch name {name!r} is sent by {len(ids)} chassis ({', '.join(sorted(ids))}): two "
+                          "switches share a system name, or a host claims one it is not cabled to; "
+                          + (f"it is taken for {winner}, which most hosts hear" if winner else "no chassis has most hosts"))
+        for chassis in ranked:
+            if chassis == winner:
+                continue
+            for host in sorted(ids[chassis] - refused):
+                refused.add(host)
+                discovery.problem(f"hears switch {name!r} from chassis {chassis}, while "
+                                  + (f"{len(ids[winner])} host(s) hear it from {winner}" if winner else
+                                     "as many hosts hear it from another chassis")
+                                  + "; this host's claim is refused and it is left as it is", host, claim=True)
+    return refused
 
 
 def fabric_from_map(data: Any, origin: str, alias: Mapping[str, str]) -> Fabric:

@@ -23,7 +23,7 @@ from providers.lldp.facts import ANNOTATION as LLDP_ANNOTATION, to_json
 from ..agent import Agent, PortWatch, annotation_patch, lldpcli_command, read_neighbors, run as run_agent
 from ..ibcollector import Collector, Settings, parse_fabric_names, run as run_collector
 from . import COMMANDS
-from .common import add_timeouts, connect
+from .common import add_timeouts, connect, seconds, seconds_or_zero
 
 FIELD_MANAGER = "topolabel-agent"  # the admission policy lets this manager's managedFields entry hold its keys only
 
@@ -65,18 +65,18 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
                                 "Default: one fabric per subnet prefix, named by it")
     collector.add_argument("--namespace", help=f"where leases and fabrics go (default: $POD_NAMESPACE, else "
                                                f"{DEFAULT_NAMESPACE})")
-    collector.add_argument("--lease-duration", type=float, default=30.0, metavar="SECONDS",
+    collector.add_argument("--lease-duration", type=seconds, default=30.0, metavar="SECONDS",
                            help="a dead collector's fabric is taken over after this long (default: 30)")
     collector.add_argument("--ibnetdiscover", default="ibnetdiscover", metavar="PATH", help="ibnetdiscover to run")
-    collector.add_argument("--ib-timeout", type=float, default=120.0, metavar="SECONDS",
+    collector.add_argument("--ib-timeout", type=seconds, default=120.0, metavar="SECONDS",
                            help="give ibnetdiscover (and ibqueryerrors) this long (default: 120)")
     collector.add_argument("--ib-errors", action="store_true",
                            help="also run ibqueryerrors and publish how much each port's error counters rose since "
                                 "the last run, for fabric health (needs a subnet manager: the PMA is reached by LID)")
     collector.add_argument("--ibqueryerrors", default="ibqueryerrors", metavar="PATH", help="ibqueryerrors to run")
-    parser.add_argument("--interval", type=float, default=300.0, metavar="SECONDS",
+    parser.add_argument("--interval", type=seconds, default=300.0, metavar="SECONDS",
                         help="seconds between rounds (default: 300)")
-    parser.add_argument("--resync", type=float, default=3600.0, metavar="SECONDS",
+    parser.add_argument("--resync", type=seconds_or_zero, default=3600.0, metavar="SECONDS",
                         help="patch even unchanged facts this often, to restore a removed annotation (default: 3600)")
     parser.add_argument("--once", action="store_true", help="one round, then exit; errors exit non-zero")
     parser.add_argument("--alive-file", metavar="PATH", type=Path,
@@ -87,8 +87,6 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.interval <= 0 or args.resync < 0:
-        raise TopologyError("--interval must be positive and --resync not negative")
     if args.ib_collector:
         return run_ib_collector(args)
     command = lldpcli_command(args.lldpcli, args.lldp_socket)
@@ -117,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
         api = connect(args)
 
         def publish(value: dict[str, str | None]) -> None:
-            call_with_retries(lambda: patch_node(api, node, annotation_patch(value), field_manager=FIELD_MANAGER))
+            call_with_retries(lambda: patch_node(api, node, annotation_patch(value), field_manager=FIELD_MANAGER),
+                              budget=args.request_timeout)
 
         agent = Agent(collect, publish, resync=args.resync)
     return run_agent(agent, args.interval, args.once, log=sys.stderr, alive=args.alive_file)
@@ -135,8 +134,8 @@ def run_ib_collector(args: argparse.Namespace) -> int:
     if args.once or args.print_only or args.nvlink or args.infiniband or args.ib_health:
         raise TopologyError("--ib-collector runs alone until stopped: not with --once, --print, --nvlink, "
                             "--infiniband or --ib-health")
-    if args.lease_duration < 3 or args.ib_timeout <= 0:
-        raise TopologyError("--lease-duration must be at least 3 seconds and --ib-timeout positive")
+    if args.lease_duration < 3:
+        raise TopologyError("--lease-duration must be at least 3 seconds")
     node = node_name(args)
     settings = Settings(namespace=args.namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_NAMESPACE, node=node,
                         identity=os.environ.get("POD_NAME") or f"{node}-{socket.gethostname()}-{os.getpid()}",

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     api = connect(args)
     result = apply_plan(plan, lambda name, body: patch_node(api, name, body, args.dry_run),
                         concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries,
-                        progress=terminal())
+                        progress=terminal(), budget=args.request_timeout)
     report = {**plan.to_dict(), "result": result.to_dict(), "dryRun": args.dry_run}
     if for_people(args):
         verb = "would write" if args.dry_run else "wrote"

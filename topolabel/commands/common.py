@@ -58,18 +58,28 @@ def add_timeouts(group: argparse._ActionsContainer) -> None:
     group.add_argument("--connect-timeout", type=seconds, default=Timeouts.connect, metavar="SECONDS",
                        help=f"seconds to wait for a connection to the API server (default: {Timeouts.connect:g})")
     group.add_argument("--request-timeout", type=seconds, default=Timeouts.read, metavar="SECONDS",
-                       help="seconds to wait for each answer of the API server, its whole body included "
-                            f"(default: {Timeouts.read:g})")
+                       help="seconds to wait for each answer of the API server, headers and whole body "
+                            f"included; no retry of a call starts after it (default: {Timeouts.read:g})")
 
 
 def seconds(text: str) -> float:
     """A positive, finite number of seconds (an argparse type)."""
+    return _seconds(text, zero=False)
+
+
+def seconds_or_zero(text: str) -> float:
+    """A finite number of seconds, 0 or more (an argparse type)."""
+    return _seconds(text, zero=True)
+
+
+def _seconds(text: str, zero: bool) -> float:
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    if not (0 <= value if zero else 0 < value) or value == float("inf"):
+        what = "finite number of seconds, 0 or more" if zero else "positive number of seconds"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {what}")
     return value
 
 

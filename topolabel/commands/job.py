@@ -12,8 +12,9 @@ from kueue_config.tas.lint import ERROR, PENDING, WARNING, Finding, LintContext,
 from kueue_config.tas.queueing import queue_warning
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
-from labeler.errors import TopologyError
+from labeler.errors import InputError, TopologyError
 from labeler.files import read_text, write_atomic
+from labeler.names import name_problem
 
 from ..output import emit, for_people, say, title, view_of
 from ..tables import Column, render
@@ -104,6 +105,9 @@ def _resolve(level: str, keys: tuple[tuple[str, ...], ...] | None, ctx: TASConte
 def run_annotate(args: argparse.Namespace) -> int:
     if args.required and args.preferred:
         raise TopologyError("--required and --preferred contradict each other: use --within LEVEL --preferred")
+    problem = name_problem(args.queue, limit=63)  # a LocalQueue's name, carried in a label value (63 at most)
+    if problem:
+        raise InputError(f"--queue: {problem}")
     text = read_text(args.file)
     docs = jobfile.load(text, args.file)
     workloads = workloads_in(docs, args.file)

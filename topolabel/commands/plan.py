@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from labeler.gcpause import paused_gc
+from labeler.model import Ownership
 from labeler.plan import MAX_CHANGE_FRACTION, Plan, check_share, make_plan
 
 from ..output import emit, for_people, names, plan_table, view_of
@@ -39,7 +40,7 @@ def build(args: argparse.Namespace) -> Plan:
     """Discover (or read the snapshot), plan against the nodes, refuse too large a disturbance."""
     cfg = config_of(args) if args.config else None  # without one, no config models to build (start-up)
     snapshot, nodes = snapshot_and_nodes(args, cfg, needed_for="which labels the nodes carry now")
-    plan = make_plan(snapshot, nodes)
+    plan = make_plan(snapshot, nodes, cfg.ownership() if cfg else Ownership())
     check_share(plan, cfg.plan.max_change_fraction if cfg else MAX_CHANGE_FRACTION, args.force)
     return plan
 

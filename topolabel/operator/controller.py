@@ -31,7 +31,7 @@ from labeler.apply import apply_plan
 from labeler.config import Config
 from labeler.errors import PlanRefused, SourceError, StaleInput, TopolabelError
 from labeler.kube import api_error
-from labeler.model import Discovery, Problem, Snapshot
+from labeler.model import Discovery, Ownership, Problem, Snapshot
 from labeler.names import KUEUE_API_VERSION
 from labeler.nodes import Node
 from labeler.plan import NodeChange, Plan, check_share
@@ -262,8 +262,8 @@ class Controller:
         plan = await self.rediscover(settings, nodes) if settings else None
         snapshot = self.topology.snapshot
         if settings and snapshot:
-            await self.write(plan or self.labeller.full_plan(snapshot, nodes.values()), settings.cfg,
-                             PASS_PROGRESS)
+            plan = plan or self.labeller.full_plan(snapshot, nodes.values(), settings.cfg.ownership())
+            await self.write(plan, settings.cfg, PASS_PROGRESS)
             await self.sync_kueue(settings, nodes, verify=True)
         if settings:
             await self.judge_health(settings, nodes)
@@ -291,7 +291,8 @@ class Controller:
         self.asked.update({node.name: node for node in [*arrived, *(node for node, _ in ask)]})
         snapshot = self.topology.snapshot
         if snapshot is not None:
-            await self.write(self.labeller.plan_for(snapshot, touched, len(nodes)), settings.cfg)
+            plan = self.labeller.plan_for(snapshot, touched, len(nodes), settings.cfg.ownership())
+            await self.write(plan, settings.cfg)
             if arrived or ask or gone:
                 await self.sync_kueue(settings, nodes, verify=False)
         await self.report(nodes)
@@ -308,7 +309,8 @@ class Controller:
         if settings is not None and snapshot is not None:
             failed = [nodes[name] for name in sorted(self.labeller.failed) if name in nodes]
             if failed:
-                await self.write(self.labeller.plan_for(snapshot, failed, len(nodes)), settings.cfg)
+                plan = self.labeller.plan_for(snapshot, failed, len(nodes), settings.cfg.ownership())
+                await self.write(plan, settings.cfg)
             if self.kueue_failed:
                 await self.sync_kueue(settings, nodes, verify=True)
         await self.report(nodes)
@@ -365,7 +367,7 @@ class Controller:
         except Exception as exc:  # noqa: BLE001 - any failure of a source keeps the last good topology
             await self.source_failed(exc)
             return None
-        plan = self.labeller.full_plan(snapshot, nodes.values())
+        plan = self.labeller.full_plan(snapshot, nodes.values(), settings.cfg.ownership())
         try:
             check_share(plan, settings.cfg.plan.max_change_fraction, remedy=self.plan_remedy(settings))
         except PlanRefused as exc:
@@ -542,7 +544,8 @@ class Controller:
     async def report(self, nodes: dict[str, Node]) -> None:
         """Node-state metrics, the labels condition and the status, from the current state."""
         snapshot = self.topology.snapshot
-        counts = self.labeller.states(snapshot, nodes.values())
+        owned = self.settings.cfg.ownership() if self.settings else Ownership()
+        counts = self.labeller.states(snapshot, nodes.values(), owned)
         self.metrics.set_node_states(counts)
         failed = sorted(self.labeller.failed.items())
         if snapshot is None:

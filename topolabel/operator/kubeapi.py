@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import KubeUnreachable
-from labeler.kube import MERGE_PATCH, call_with_retries, pages, patch_node, request_json
+from labeler.kube import MERGE_PATCH, call_with_retries, page_of, pages, patch_node, request_json
 from labeler.nodes import Node, nodes_from_pages
 
 from .metrics import Metrics
@@ -85,8 +85,9 @@ class Kube:
         """The items, page by page; each page is one counted, retried request."""
         query = [("limit", str(page))] + ([("labelSelector", label_selector)] if label_selector else [])
         query += [("fieldSelector", field_selector)] if field_selector else []
-        return pages(lambda token: self.request("list", path, query=query + ([("continue", token)] if token else [])),
-                     call=lambda fetch: fetch())  # request() already retries each page
+        return pages(lambda token: page_of(self.request("list", path, query=query + ([("continue", token)] if token else [])),
+                                           path),
+                     call=lambda fetch: fetch(), origin=self.api.configuration.host)  # request() retries each page
 
     def list(self, path: str, label_selector: str | None = None, field_selector: str | None = None
              ) -> list[dict[str, Any]]:

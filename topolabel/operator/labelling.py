@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from labeler.apply import ApplyResult
-from labeler.model import Problem, Snapshot
+from labeler.model import Ownership, Problem, Snapshot
 from labeler.nodes import MANAGED_ANNOTATION, Node
 from labeler.plan import NodeChange, Plan, make_plan, plan_node
 
@@ -59,18 +59,19 @@ class Labeller:
         self.pending.pop(name, None)
         self.failed.pop(name, None)
 
-    def full_plan(self, snapshot: Snapshot, nodes: Iterable[Node]) -> Plan:
-        plan = make_plan(snapshot, [self.effective(n) for n in nodes])
+    def full_plan(self, snapshot: Snapshot, nodes: Iterable[Node], ownership: Ownership = Ownership()) -> Plan:
+        plan = make_plan(snapshot, [self.effective(n) for n in nodes], ownership)
         self.conflicts = plan.conflicts
         return plan
 
-    def plan_for(self, snapshot: Snapshot, nodes: Sequence[Node], total: int) -> Plan:
+    def plan_for(self, snapshot: Snapshot, nodes: Sequence[Node], total: int,
+                 ownership: Ownership = Ownership()) -> Plan:
         """The plan for a few nodes (those an event touched); unplaced ones are left alone."""
         changes, unchanged = [], 0
         for node in nodes:
             if node.name not in snapshot.nodes:
                 continue
-            change = plan_node(self.effective(node), snapshot.labels_for(node.name))
+            change = plan_node(self.effective(node), snapshot.labels_for(node.name), ownership=ownership)
             if change is None:
                 unchanged += 1
             else:
@@ -87,13 +88,14 @@ class Labeller:
             elif change.node in result.failed:
                 self.failed[change.node] = result.failed[change.node]
 
-    def states(self, snapshot: Snapshot | None, nodes: Iterable[Node]) -> Counter[str]:
+    def states(self, snapshot: Snapshot | None, nodes: Iterable[Node],
+               ownership: Ownership = Ownership()) -> Counter[str]:
         """Nodes by state, for the metric and the status (see `metrics.NODE_STATES`)."""
         counts: Counter[str] = Counter()
         for node in nodes:
             if snapshot is None or node.name not in snapshot.nodes:
                 counts["unplaced"] += 1
-            elif plan_node(self.effective(node), snapshot.labels_for(node.name)) is None:
+            elif plan_node(self.effective(node), snapshot.labels_for(node.name), ownership=ownership) is None:
                 counts["labelled"] += 1
             elif node.name in self.failed:
                 counts["failed"] += 1

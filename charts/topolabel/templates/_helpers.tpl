@@ -73,17 +73,23 @@ imagePullPolicy: {{ . }}
 {{- end }}
 {{- end -}}
 
-{{/* The ValidatingAdmissionPolicy and its binding in a file under files/ (a copy of one in manifests/), renamed
-  `name`, labelled `labels` and matching the requests of `user` alone (the policy's first matchCondition). */}}
+{{/* The ValidatingAdmissionPolicies and their bindings in a file under files/ (a copy of a manifest), named
+  for this chart (the manifests' leading "topolabel" becomes the release's name), labelled `labels` and matching
+  the requests of `user` alone (each policy's first matchCondition); `variables` (name -> CEL expression)
+  replaces the expressions of the policies' variables of those names. */}}
 {{- define "topolabel.admissionPolicy" -}}
 {{- $args := . -}}
+{{- $fullname := include "topolabel.fullname" .ctx -}}
 {{- range (fromYaml (include "topolabel.documents" .)).items }}
-{{- $_ := set .metadata "name" $args.name }}
+{{- $_ := set .metadata "name" (printf "%s%s" $fullname (trimPrefix "topolabel" .metadata.name)) }}
 {{- $_ := set .metadata "labels" (fromYaml $args.labels) }}
 {{- if eq .kind "ValidatingAdmissionPolicy" }}
 {{- $_ := set (index .spec.matchConditions 0) "expression" (printf "request.userInfo.username == %q" $args.user) }}
+{{- range .spec.variables }}
+{{- if hasKey ($args.variables | default dict) .name }}{{ $_ := set . "expression" (index $args.variables .name) }}{{ end }}
+{{- end }}
 {{- else }}
-{{- $_ := set .spec "policyName" $args.name }}
+{{- $_ := set .spec "policyName" (printf "%s%s" $fullname (trimPrefix "topolabel" .spec.policyName)) }}
 {{- end }}
 ---
 {{ toYaml . }}
