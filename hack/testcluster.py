@@ -2,14 +2,16 @@
 
 `up(dir)` starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler (v1.36, built by
 hack/build-test-stack) in the background and returns once each answers; `up(dir, kueue=True)` also installs
-Kueue's and JobSet's CRDs and Kueue's RBAC and webhooks from their Go modules and runs the Kueue manager.
+Kueue's and JobSet's CRDs and Kueue's RBAC and webhooks from their Go modules and runs the Kueue manager;
+`up(dir, kwok=True)` runs the KWOK controller in place of kubelets (Node heartbeats, pods that run and
+finish) and, as in a cluster with kubelets, the node lifecycle controller.
 `down(dir)` stops them by the PIDs recorded in `dir`. Everything a cluster needs lives in `dir` (certificates,
 tokens, etcd data, logs, kubeconfigs, an audit log of every request), and the ports are picked free, so
 clusters started in different directories run side by side. Only the standard library is used:
 `hack/test-cluster` runs this file without the project installed (YAML is read by kubectl).
 
-There is no kubelet: Nodes are API objects whose status the tests write. Pods that kube-scheduler binds to them
-stay Pending with their nodeName set. Access is by static tokens: `admin` (group system:masters, in
+Without KWOK there is no kubelet: Nodes are API objects whose status the tests write. Pods that kube-scheduler
+binds to them stay Pending with their nodeName set. Access is by static tokens: `admin` (group system:masters, in
 `kubeconfig`) and `topolabel-operator` (no groups, in `operator.kubeconfig`; RBAC grants it nothing until a
 binding does); the controller-manager and scheduler have their own users, Kueue runs as its ServiceAccount.
 """
@@ -43,16 +45,29 @@ SCHEDULER = "system:kube-scheduler"
 STATE = "cluster.json"
 START_ATTEMPTS = 3  # a picked port can be taken by someone else before the server binds it
 READY_TIMEOUT = 180.0  # per stage; generous because a shared 2-core machine can be very loaded
-KUEUE_TOKEN_SECONDS = 366 * 24 * 3600
+TOKEN_SECONDS = 366 * 24 * 3600  # of the ServiceAccount tokens Kueue and KWOK run with
 # Stopped in the reverse order.
-PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue")
+PROCESSES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue", "jobset", "kwok")
 # What a cluster without kubelets must not run: node lifecycle would mark every Node NotReady and taint it
 # (no kubelet posts heartbeats); the TTL controller annotates every Node, which tests would see as writes.
 CONTROLLERS = "*,-node-lifecycle-controller,-ttl-controller"
-# What of Kueue's released manifests (config/default) is installed; the Deployment, Services, APIService
-# (visibility, off here) and ConfigMap are replaced by the process and the configuration this file writes.
-KUEUE_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-               "CustomResourceDefinition", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+# With KWOK posting heartbeats the node lifecycle controller runs, as in any cluster.
+KWOK_CONTROLLERS = "*,-ttl-controller"
+# KWOK's Node Leases last this long and are renewed every quarter of it (a kubelet's default is 40 s); the node
+# lifecycle controller marks a Node whose Lease was not renewed for as long NotReady (its default is 50 s).
+KWOK_LEASE_SECONDS = 20
+# KWOK manages every Node without this label; a test adds it to stop a node's "kubelet" (Lease renewals,
+# status, its pods), as when a machine dies.
+KWOK_STOPPED_LABEL = "test-cluster.topolabel.dev/kubelet-stopped"
+KWOK_CONFIG = Path(__file__).resolve().parent / "kwok" / "kwok.yaml"  # its parallelism and stages
+KWOK_ACCOUNT = ("kube-system", "kwok-controller")  # the ServiceAccount of KWOK's released RBAC (kustomize/rbac)
+KWOK_POD_CIDR = "10.64.0.0/10"  # pod IPs KWOK hands out (its default /24 runs out at 254 running pods)
+# What of Kueue's, JobSet's and KWOK's released manifests (config/default, kustomize/rbac) is installed; the
+# Deployment, Services, APIService (Kueue's visibility, off here), ConfigMap and Secret are replaced by the
+# process and the configuration this file writes. (Only KWOK's have a FlowSchema.)
+RELEASE_KINDS = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                 "CustomResourceDefinition", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+                 "FlowSchema")
 KUEUE_FRAMEWORKS = ("batch/job", "jobset.x-k8s.io/jobset")
 
 # One audit event per request, when its response is complete. Left out: the server's own loopback traffic
@@ -71,6 +86,20 @@ rules:
   verbs: [get, list, watch]
 - level: Metadata
 """
+# With KWOK: its Lease renewals (every node, every few seconds) are left out of the audit log.
+KWOK_AUDIT_RULE = f"""- level: None
+  users: ["system:serviceaccount:{KWOK_ACCOUNT[0]}:{KWOK_ACCOUNT[1]}"]
+  verbs: [update, patch]
+  resources: [{{group: coordination.k8s.io, resources: [leases]}}]
+"""
+
+
+def audit_policy(kwok: bool) -> str:
+    """The audit policy; with KWOK its rule goes before the catch-all last rule."""
+    if not kwok:
+        return AUDIT_POLICY
+    head, last = AUDIT_POLICY.rsplit("- level: Metadata", 1)
+    return head + KWOK_AUDIT_RULE + "- level: Metadata" + last
 
 
 class ClusterError(RuntimeError):
@@ -86,11 +115,18 @@ class Binaries:
     kubectl: str
     kueue: str | None = None
     kueue_module: str | None = None  # Kueue's module directory: config/ holds its CRDs and webhooks
+    jobset: str | None = None  # JobSet's controller, run where pods run (with KWOK)
     jobset_module: str | None = None
+    kwok: str | None = None
+    kwok_module: str | None = None  # KWOK's module directory: kustomize/rbac holds its RBAC
 
     @property
     def has_kueue(self) -> bool:
-        return bool(self.kueue and self.kueue_module and self.jobset_module)
+        return bool(self.kueue and self.kueue_module and self.jobset and self.jobset_module)
+
+    @property
+    def has_kwok(self) -> bool:
+        return bool(self.kwok and self.kwok_module)
 
 
 def stack_path(name: str) -> str | None:
@@ -103,13 +139,15 @@ def stack_path(name: str) -> str | None:
 
 
 def find_binaries() -> Binaries | None:
-    """The programs a cluster needs, or None when one is missing; the Kueue parts may be None."""
+    """The programs a cluster needs, or None when one is missing; the Kueue and KWOK parts may be None."""
     core = {name: stack_path(name) for name in
             ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")}
     if not all(core.values()):
         return None
     return Binaries(**{k.replace("-", "_"): v for k, v in core.items()}, kueue=stack_path("kueue"),
-                    kueue_module=stack_path("kueue-module"), jobset_module=stack_path("jobset-module"))
+                    kueue_module=stack_path("kueue-module"), jobset=stack_path("jobset"),
+                    jobset_module=stack_path("jobset-module"),
+                    kwok=stack_path("kwok"), kwok_module=stack_path("kwok-module"))
 
 
 def kueue_crd_dir() -> Path | None:
@@ -129,6 +167,7 @@ class State:
     kubectl: str
     ports: dict[str, int] = field(default_factory=dict)
     kueue: bool = False
+    kwok: bool = False
 
 
 def free_ports(count: int) -> list[int]:
@@ -221,8 +260,12 @@ def etcd_command(etcd: str, root: Path, client: int, peer: int) -> list[str]:
             "--logger", "zap", "--log-level", "warn"]
 
 
-def apiserver_command(apiserver: str, root: Path, etcd_url: str, port: int) -> list[str]:
+def apiserver_command(apiserver: str, root: Path, etcd_url: str, port: int, kwok: bool = False) -> list[str]:
     pki = root / "pki"
+    # Without kubelets, TaintNodesByCondition would taint every new Node not-ready until a kubelet reports,
+    # so nothing would ever be scheduled; with KWOK it runs as in any cluster (the node lifecycle controller
+    # lifts the taint once the Node is Ready).
+    plugins = [] if kwok else ["--disable-admission-plugins=TaintNodesByCondition"]
     return [apiserver,
             f"--etcd-servers={etcd_url}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={port}",
@@ -236,9 +279,7 @@ def apiserver_command(apiserver: str, root: Path, etcd_url: str, port: int) -> l
             "--service-account-issuer=https://kubernetes.default.svc",
             "--service-cluster-ip-range=10.96.0.0/24",
             "--endpoint-reconciler-type=none",  # it would publish 127.0.0.1, which Endpoints refuse
-            # It taints every new Node not-ready until a kubelet reports; with no kubelet, nothing would
-            # ever be scheduled. Nodes here are Ready when their stored status says so.
-            "--disable-admission-plugins=TaintNodesByCondition",
+            *plugins,
             # as kubeadm, kind and the clouds run it: privileged containers (the InfiniBand collector without a
             # device plugin) are judged as on a real cluster, not refused by this server alone
             "--allow-privileged=true",
@@ -256,10 +297,14 @@ def component_flags(root: Path, name: str, port: int) -> list[str]:
             "--leader-elect=false", "--profiling=false", "--v=0"]
 
 
-def controller_manager_command(binary: str, root: Path, port: int) -> list[str]:
+def controller_manager_command(binary: str, root: Path, port: int, lease_seconds: int | None = None) -> list[str]:
+    """With `lease_seconds` (KWOK runs) the node lifecycle controller too, with that grace period (and as long
+    for a new Node's first report, at least the default minute: KWOK registers thousands of Nodes in minutes)."""
     pki = root / "pki"
-    return [binary, *component_flags(root, "kube-controller-manager", port),
-            f"--controllers={CONTROLLERS}",
+    lifecycle = [f"--controllers={CONTROLLERS}"] if lease_seconds is None else [
+        f"--controllers={KWOK_CONTROLLERS}", f"--node-monitor-grace-period={lease_seconds}s",
+        f"--node-startup-grace-period={max(60, lease_seconds)}s"]
+    return [binary, *component_flags(root, "kube-controller-manager", port), *lifecycle,
             f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
             # each controller as its own ServiceAccount with the server's bootstrap roles, as in a real cluster
             "--use-service-account-credentials=true", "--cluster-name=topolabel-test"]
@@ -292,6 +337,15 @@ def request(url: str, ca: Path | None, token: str | None = None, timeout: float 
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
+
+
+def http_status(url: str, timeout: float = 2.0) -> int:
+    """The status of a plain HTTP GET (health endpoints on 127.0.0.1)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 class Starting:
@@ -371,9 +425,12 @@ def alive(pid: int, root: Path) -> bool:
     return f"{root}/" in cmdline
 
 
-def up(root: Path | str, binaries: Binaries | None = None, kueue: bool = False) -> State:
-    """Start the control plane for `root` (created if needed), and Kueue when asked; return once all answer.
-    On a cluster already running, only Kueue is started, if asked and not running yet."""
+def up(root: Path | str, binaries: Binaries | None = None, kueue: bool = False, kwok: bool = False,
+       lease_seconds: int = KWOK_LEASE_SECONDS) -> State:
+    """Start the control plane for `root` (created if needed), KWOK and Kueue when asked; return once all
+    answer. On a cluster already running, only Kueue is started, if asked and not running yet; KWOK changes
+    how the control plane runs, so it is chosen when the cluster starts. `lease_seconds`: KWOK's Node Lease
+    duration, also the node lifecycle controller's grace period."""
     root = Path(root).resolve()
     binaries = binaries or find_binaries()
     if binaries is None:
@@ -382,19 +439,26 @@ def up(root: Path | str, binaries: Binaries | None = None, kueue: bool = False) 
     if kueue and not binaries.has_kueue:
         raise ClusterError("the Kueue manager, or Kueue's or JobSet's module, not found: "
                            "run hack/build-test-stack kueue")
+    if kwok and not binaries.has_kwok:
+        raise ClusterError("the KWOK controller, or KWOK's module, not found: run hack/build-test-stack kwok")
     state = read_state(root)
     if state and all(alive(pid, root) for pid in state.pids.values()):
+        if kwok and not state.kwok:
+            raise ClusterError(f"the cluster in {root} runs without KWOK: stop it (hack/test-cluster down {root}) "
+                               "and start it again with --with-kwok")
         if kueue and not state.kueue:
             return start_kueue(root, binaries, state)
         return state
     root.mkdir(parents=True, exist_ok=True)
     make_certs(root / "pki")
     tokens = write_tokens(root / "tokens.csv")
-    (root / "audit-policy.yaml").write_text(AUDIT_POLICY)
+    (root / "audit-policy.yaml").write_text(audit_policy(kwok))
     attempt = 1
     while True:
         try:
-            state = start(root, binaries, tokens)
+            state = start(root, binaries, tokens, lease_seconds if kwok else None)
+            if kwok:
+                start_kwok(root, binaries, state, lease_seconds)
             return start_kueue(root, binaries, state) if kueue else state
         except ClusterError as exc:
             down(root)
@@ -403,14 +467,15 @@ def up(root: Path | str, binaries: Binaries | None = None, kueue: bool = False) 
             attempt += 1
 
 
-def start(root: Path, binaries: Binaries, tokens: dict[str, str]) -> State:
-    """etcd and the API server, then the controller-manager and the scheduler; back when all four answer."""
+def start(root: Path, binaries: Binaries, tokens: dict[str, str], lease_seconds: int | None = None) -> State:
+    """etcd and the API server, then the controller-manager and the scheduler; back when all four answer.
+    With `lease_seconds` they are set up for KWOK (see `up`)."""
     client, peer, secure, kcm, scheduler = free_ports(5)
     shutil.rmtree(root / "etcd", ignore_errors=True)  # a fresh store on every start
     procs = {"etcd": spawn(etcd_command(binaries.etcd, root, client, peer), root / "etcd.log")}
     etcd_url = f"http://127.0.0.1:{client}"
-    procs["kube-apiserver"] = spawn(apiserver_command(binaries.kube_apiserver, root, etcd_url, secure),
-                                    root / "kube-apiserver.log")
+    procs["kube-apiserver"] = spawn(apiserver_command(binaries.kube_apiserver, root, etcd_url, secure,
+                                                      kwok=lease_seconds is not None), root / "kube-apiserver.log")
     state = State(server=f"https://127.0.0.1:{secure}", etcd=etcd_url, pids={}, tokens=tokens,
                   kubectl=binaries.kubectl,
                   ports={"kube-apiserver": secure, "kube-controller-manager": kcm, "kube-scheduler": scheduler})
@@ -424,7 +489,8 @@ def start(root: Path, binaries: Binaries, tokens: dict[str, str]) -> State:
     starting = Starting(root, state, procs)
     starting.wait("kube-apiserver", starting.apiserver_ready)
     procs["kube-controller-manager"] = spawn(
-        controller_manager_command(binaries.kube_controller_manager, root, kcm), root / "kube-controller-manager.log")
+        controller_manager_command(binaries.kube_controller_manager, root, kcm, lease_seconds),
+        root / "kube-controller-manager.log")
     procs["kube-scheduler"] = spawn(scheduler_command(binaries.kube_scheduler, root, scheduler),
                                     root / "kube-scheduler.log")
     state.pids = {name: p.pid for name, p in procs.items()}
@@ -439,9 +505,29 @@ def kubectl(state: State, root: Path, *args: str, input: str | None = None) -> s
                input=input)
 
 
-def kueue_manifests(state: State, root: Path, module: Path) -> list[dict[str, Any]]:
-    """Kueue's released manifests (its module's config/default, rendered by kubectl's kustomize), as JSON."""
-    rendered = run([state.kubectl, "kustomize", str(module / "config" / "default")], "kubectl kustomize")
+def wait_established(state: State, root: Path, crds: list[str], timeout: float = 60.0) -> None:
+    """Until every CRD of `crds` is Established. Not `kubectl wait --for=condition=Established`: a CRD just
+    created has `status.conditions: null` until the API server's controller writes them, and kubectl wait
+    fails on that null instead of waiting (seen on the loaded machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = json.loads(kubectl(state, root, "get", "-o", "json", *(f"crd/{c}" for c in crds)))
+        waiting = [o["metadata"]["name"] for o in found.get("items", [found]) if not established(o)]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"CRD(s) not Established after {timeout:.0f}s: {', '.join(waiting)}")
+        time.sleep(0.5)
+
+
+def established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+
+def released_manifests(state: State, root: Path, kustomization: Path) -> list[dict[str, Any]]:
+    """A release's manifests (a kustomization in its module directory, rendered by kubectl's kustomize), as JSON."""
+    rendered = run([state.kubectl, "kustomize", str(kustomization)], "kubectl kustomize")
     return json_documents(kubectl(state, root, "create", "--dry-run=client", "-o", "json", "-f", "-",
                                   input=rendered))
 
@@ -464,8 +550,9 @@ def by_url(config: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
     return {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca_bundle}
 
 
-def rewrite_for_local_kueue(obj: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
-    """Webhook configurations and CRD conversion webhooks call Kueue on 127.0.0.1 rather than its Service."""
+def rewrite_for_local_webhooks(obj: dict[str, Any], port: int, ca_bundle: str) -> dict[str, Any]:
+    """Webhook configurations and CRD conversion webhooks call the controller (Kueue, JobSet) on 127.0.0.1
+    rather than its Service."""
     if obj["kind"] in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
         for hook in obj.get("webhooks", []):
             hook["clientConfig"] = by_url(hook["clientConfig"], port, ca_bundle)
@@ -520,53 +607,137 @@ def kueue_config(root: Path, ports: dict[str, int]) -> dict[str, Any]:
 def service_account_token(starting: Starting, namespace: str, name: str) -> str:
     path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
     status, body = starting.api(path, "POST", {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                               "spec": {"expirationSeconds": KUEUE_TOKEN_SECONDS}})
+                                               "spec": {"expirationSeconds": TOKEN_SECONDS}})
     if status != 201:
         raise ClusterError(f"could not get a token for {namespace}/{name}: {status} {body[:300]}")
     return json.loads(body)["status"]["token"]
 
 
+def install_release(state: State, root: Path, manifests: list[dict[str, Any]],
+                    webhook_port: int | None = None) -> None:
+    """The RELEASE_KINDS of a release's manifests, server-side applied, their webhooks (and CRD conversion)
+    pointed at 127.0.0.1:`webhook_port`; back once the CRDs are established."""
+    ca_bundle = b64(root / "pki" / "ca.crt")
+    wanted = [rewrite_for_local_webhooks(o, webhook_port, ca_bundle) if webhook_port else o
+              for o in manifests if o["kind"] in RELEASE_KINDS]
+    kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster", "-f", "-",
+            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted}))
+    crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
+    if crds:
+        wait_established(state, root, crds)
+
+
+def release_account(manifests: list[dict[str, Any]]) -> tuple[str, str]:
+    """The namespace and ServiceAccount the release's one Deployment runs as: the process runs as it."""
+    (deployment,) = [o for o in manifests if o["kind"] == "Deployment"]
+    return deployment["metadata"]["namespace"], deployment["spec"]["template"]["spec"]["serviceAccountName"]
+
+
+def account_kubeconfig(starting: Starting, name: str, namespace: str, account: str) -> Path:
+    """DIR/`name`.kubeconfig: ServiceAccount `namespace`/`account`, with a token from a TokenRequest."""
+    path = starting.root / f"{name}.kubeconfig"
+    token = service_account_token(starting, namespace, account)
+    path.write_text(kubeconfig(starting.state.server, starting.ca, f"{namespace}/{account}", token))
+    return path
+
+
+def start_process(starting: Starting, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """A cluster process, recorded in DIR/cluster.json before it is waited for (so `down` finds it)."""
+    proc = spawn(command, starting.root / f"{name}.log", env)
+    starting.state.pids[name] = proc.pid
+    write_state(starting.root, starting.state)
+    starting.procs = {name: proc}
+    return proc
+
+
 def start_kueue(root: Path, binaries: Binaries, state: State) -> State:
-    """Kueue's and JobSet's CRDs, Kueue's RBAC and webhooks; then the manager, as its ServiceAccount."""
+    """Kueue's and JobSet's CRDs, Kueue's RBAC and webhooks; then the manager, as its ServiceAccount. Where
+    KWOK runs pods, JobSet's controller too (`start_jobset`)."""
     assert binaries.kueue and binaries.kueue_module and binaries.jobset_module  # has_kueue, for the type checker
     health, metrics, webhook = free_ports(3)
     state.ports.update({"kueue-health": health, "kueue-metrics": metrics, "kueue-webhook": webhook})
-    ca_bundle = b64(root / "pki" / "ca.crt")
-    manifests = kueue_manifests(state, root, Path(binaries.kueue_module))
-    (deployment,) = [o for o in manifests if o["kind"] == "Deployment"]
-    namespace = deployment["metadata"]["namespace"]
-    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    wanted = [rewrite_for_local_kueue(o, webhook, ca_bundle) for o in manifests if o["kind"] in KUEUE_KINDS]
-    kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster", "-f", "-",
-            input=json.dumps({"apiVersion": "v1", "kind": "List", "items": wanted}))
+    manifests = released_manifests(state, root, Path(binaries.kueue_module) / "config" / "default")
+    install_release(state, root, manifests, webhook)
     kubectl(state, root, "apply", "--server-side", "--field-manager=test-cluster",
             "-f", str(Path(binaries.jobset_module) / "config" / "components" / "crd" / "bases"))
-    crds = [o["metadata"]["name"] for o in wanted if o["kind"] == "CustomResourceDefinition"]
-    kubectl(state, root, "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds))
     starting = Starting(root, state, {})
-    token = service_account_token(starting, namespace, account)
-    (root / "kueue.kubeconfig").write_text(kubeconfig(state.server, root / "pki" / "ca.crt",
-                                                      f"{namespace}/{account}", token))
+    config = account_kubeconfig(starting, "kueue", *release_account(manifests))
     (root / "kueue" / "config.json").write_text(json.dumps(kueue_config(root, state.ports), indent=2) + "\n")
-    env = {**os.environ, "KUBECONFIG": str(root / "kueue.kubeconfig")}
-    proc = spawn(in_etc_overlay(root, [binaries.kueue, f"--config={root / 'kueue' / 'config.json'}"]),
-                 root / "kueue.log", env)
-    state.pids["kueue"] = proc.pid
     state.kueue = True
-    write_state(root, state)
-    starting.procs = {"kueue": proc}
+    command = [binaries.kueue, f"--config={root / 'kueue' / 'config.json'}"]
+    start_process(starting, "kueue", in_etc_overlay(root, command), {**os.environ, "KUBECONFIG": str(config)})
     starting.wait("kueue", lambda: kueue_ready(starting, health))
+    if state.kwok:
+        start_jobset(root, binaries, state)
     return state
+
+
+def start_jobset(root: Path, binaries: Binaries, state: State) -> None:
+    """JobSet's controller as released (config/default of its module: RBAC, webhooks, its CRD with the
+    conversion webhook), as its ServiceAccount, with webhooks and metrics on 127.0.0.1; back once its
+    /readyz answers and a server-side dry run of a JobSet passes through its webhooks."""
+    assert binaries.jobset and binaries.jobset_module  # has_kueue, for the type checker
+    health, metrics, webhook = free_ports(3)
+    state.ports.update({"jobset-health": health, "jobset-metrics": metrics, "jobset-webhook": webhook})
+    manifests = released_manifests(state, root, Path(binaries.jobset_module) / "config" / "default")
+    install_release(state, root, manifests, webhook)
+    starting = Starting(root, state, {})
+    config = account_kubeconfig(starting, "jobset", *release_account(manifests))
+    certs = root / "jobset" / "certs"
+    install_serving_cert(root, certs)
+    (root / "jobset" / "config.json").write_text(json.dumps({
+        "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics}", "certDir": str(certs)},
+        "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(certs)},
+        "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False}}, indent=2) + "\n")
+    start_process(starting, "jobset", [binaries.jobset, f"--config={root / 'jobset' / 'config.json'}"],
+                  {**os.environ, "KUBECONFIG": str(config)})
+    starting.wait("jobset", lambda: jobset_ready(starting, health))
+
+
+def jobset_ready(starting: Starting, health_port: int) -> str | None:
+    """JobSet's /readyz, then its webhooks: a server-side dry run of a JobSet goes through them."""
+    status = http_status(f"http://127.0.0.1:{health_port}/readyz")
+    if status != 200:
+        return f"/readyz: {status}"
+    probe = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+             "metadata": {"name": "test-cluster-webhook-probe", "namespace": "default"},
+             "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {"spec": {
+                 "restartPolicy": "Never", "containers": [{"name": "c", "image": "probe"}]}}}}}]}}
+    status, body = starting.api("/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets?dryRun=All", "POST", probe)
+    return None if status == 201 else f"webhook probe: {status} {body.strip()[-300:]}"
+
+
+def start_kwok(root: Path, binaries: Binaries, state: State, lease_seconds: int) -> None:
+    """KWOK's released RBAC (its ServiceAccount, ClusterRole, binding and an exempt FlowSchema, from its
+    module's kustomize/rbac); then the controller, as that ServiceAccount, with the stages of KWOK_CONFIG for
+    every Node without KWOK_STOPPED_LABEL. Back once its /healthz answers."""
+    assert binaries.kwok and binaries.kwok_module  # has_kwok, for the type checker
+    (port,) = free_ports(1)
+    state.ports["kwok"] = port
+    install_release(state, root, released_manifests(state, root, Path(binaries.kwok_module) / "kustomize" / "rbac"))
+    starting = Starting(root, state, {})
+    config = account_kubeconfig(starting, "kwok", *KWOK_ACCOUNT)
+    (root / "kwok").mkdir(exist_ok=True)
+    state.kwok = True
+    # KWOK_WORKDIR: KWOK would otherwise also read ~/.kwok/kwok.yaml
+    start_process(starting, "kwok", [
+        binaries.kwok, f"--kubeconfig={config}", f"--config={KWOK_CONFIG}",
+        f"--manage-nodes-with-label-selector=!{KWOK_STOPPED_LABEL}", f"--node-lease-duration-seconds={lease_seconds}",
+        f"--cidr={KWOK_POD_CIDR}",
+        # every Node's address (a pod's hostIP): where KWOK, the nodes' "kubelet", listens
+        "--node-ip=127.0.0.1", f"--server-address=127.0.0.1:{port}"],
+        {**os.environ, "KWOK_WORKDIR": str(root / "kwok")})
+    starting.wait("kwok", lambda: None if (status := http_status(f"http://127.0.0.1:{port}/healthz")) == 200
+                  else f"/healthz: {status}")
 
 
 def kueue_ready(starting: Starting, health_port: int) -> str | None:
     """Kueue's /readyz, then its webhooks: a server-side dry run of a ClusterQueue goes through them."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=2) as resp:
-            if resp.status != 200:
-                return f"/readyz: {resp.status}"
-    except urllib.error.HTTPError as exc:
-        return f"/readyz: {exc.code}"
+    status = http_status(f"http://127.0.0.1:{health_port}/readyz")
+    if status != 200:
+        return f"/readyz: {status}"
     probe = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
              "metadata": {"name": "test-cluster-webhook-probe"}, "spec": {}}
     status, body = starting.api("/apis/kueue.x-k8s.io/v1beta2/clusterqueues?dryRun=All", "POST", probe)
@@ -604,18 +775,20 @@ def reap(pid: int) -> None:
         pass
 
 
-USAGE = """usage: hack/test-cluster up DIR [--with-kueue]
+USAGE = """usage: hack/test-cluster up DIR [--with-kueue] [--with-kwok]
            start etcd, kube-apiserver, kube-controller-manager, kube-scheduler (and the Kueue manager, with
-           Kueue's and JobSet's CRDs and Kueue's webhooks); writes DIR/kubeconfig (admin) and
+           Kueue's and JobSet's CRDs and Kueue's webhooks; and the KWOK controller, running every Node's
+           heartbeats and pods, with the node lifecycle controller on); writes DIR/kubeconfig (admin) and
            DIR/operator.kubeconfig (user topolabel-operator, no rights until bound)
        hack/test-cluster down DIR
            stop them"""
+OPTIONS = ("--with-kueue", "--with-kwok")
 
 
 def main(argv: list[str]) -> int:
-    kueue = "--with-kueue" in argv
-    args = [a for a in argv if a != "--with-kueue"]
-    if len(args) != 2 or args[0] not in ("up", "down") or (kueue and args[0] != "up"):
+    given = {a for a in argv if a in OPTIONS}
+    args = [a for a in argv if a not in OPTIONS]
+    if len(args) != 2 or args[0] not in ("up", "down") or (given and args[0] != "up"):
         print(USAGE, file=sys.stderr)
         return 2
     command, root = args[0], Path(args[1])
@@ -624,7 +797,7 @@ def main(argv: list[str]) -> int:
             down(root)
             return 0
         started = time.monotonic()
-        state = up(root, kueue=kueue)
+        state = up(root, kueue="--with-kueue" in given, kwok="--with-kwok" in given)
     except ClusterError as exc:
         print(f"test-cluster: {exc}", file=sys.stderr)
         return 1

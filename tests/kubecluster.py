@@ -5,7 +5,9 @@ worker and stops them at the end; `kube` (function) hands the same cluster to a 
 Node, so tests start from an empty cluster. `kueue_cluster` and `kueue_kube` are the same with the Kueue
 manager running (its CRDs, RBAC and webhooks installed): a second cluster, started only in workers that run
 a test asking for it, since Kueue costs start-up time and changes what happens to Jobs and Workloads.
-Use them with `from tests.kubecluster import kube, kube_cluster  # noqa: F401` (or the kueue pair).
+`kwok_kueue_cluster` and `kwok_kueue_kube` add the KWOK controller in place of kubelets (Nodes heartbeat,
+pods run and finish, the node lifecycle controller is on): a third cluster, in workers that ask for it.
+Use them with `from tests.kubecluster import kube, kube_cluster  # noqa: F401` (or the kueue or kwok pair).
 
 Without the built binaries the fixtures skip, naming the build command; in CI (CI=true) they fail
 instead, so a broken build cannot pass as skipped tests.
@@ -31,6 +33,7 @@ from labeler.kube import MERGE_PATCH, call_with_retries, connect
 from tests.conftest import ROOT, kueue_crds, skip_or_fail
 
 BULK_CONCURRENCY = 16
+NODES_READY_TIMEOUT = 120.0  # with KWOK: created Nodes Ready and untainted (seconds on a quiet machine)
 BUILD_HINT = "run hack/build-test-stack (once; the binaries are cached)"
 
 
@@ -92,6 +95,10 @@ class KubeCluster:
     def with_kueue(self) -> bool:
         return self.state.kueue
 
+    @property
+    def with_kwok(self) -> bool:
+        return self.state.kwok
+
     def kubectl(self, *args: str, as_operator: bool = False, input: str | None = None,
                 check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run the stack's kubectl against this cluster; a failure raises with kubectl's stderr."""
@@ -110,8 +117,11 @@ class KubeCluster:
             return
         files = sorted(kueue_crds().glob("*.yaml"))
         self.kubectl("apply", "--server-side", "--field-manager=tests", *(a for f in files for a in ("-f", str(f))))
-        names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in files]
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{n}" for n in names))
+        self.wait_established(*(yaml.safe_load(f.read_text())["metadata"]["name"] for f in files))
+
+    def wait_established(self, *crds: str) -> None:
+        """Until the CRDs just applied are Established (hack/testcluster.py says why not `kubectl wait`)."""
+        testcluster.wait_established(self.state, self.dir, list(crds))
 
     def apply_kueue_dir(self, directory: Path, dry_run: bool = False) -> tuple[list[dict[str, Any]], str]:
         """Apply what `topolabel kueue --output-dir` wrote, through its kustomization and server-side as field
@@ -159,17 +169,44 @@ class KubeCluster:
             assert time.monotonic() < deadline, f"the type check of {policy} never reported"
             time.sleep(0.2)
 
-    def create_nodes(self, nodes: Iterable[dict[str, Any]], concurrency: int = BULK_CONCURRENCY) -> int:
+    def create_nodes(self, nodes: Iterable[dict[str, Any]], concurrency: int = BULK_CONCURRENCY,
+                     ready_timeout: float = NODES_READY_TIMEOUT) -> int:
         """Create Node objects `concurrency` at a time; returns the count. Labels, spec and status are
-        stored as given: the API server keeps a Node's status on create, as kubelets register that way."""
+        stored as given: the API server keeps a Node's status on create, as kubelets register that way.
+        With KWOK, conditions are left to it (a kubelet posts them), and this returns once every Node is
+        Ready and rid of the not-ready taint, as kube-scheduler and Kueue then see it."""
         from kubernetes import client
 
         core = client.CoreV1Api(self.api())
-        items = list(nodes)
+        items = [without_conditions(n) for n in nodes] if self.with_kwok else list(nodes)
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             list(pool.map(lambda obj: call_with_retries(lambda: core.create_node(obj, _preload_content=False)),
                           items))
+        if self.with_kwok:
+            self.wait_nodes_ready({n["metadata"]["name"] for n in items}, ready_timeout)
         return len(items)
+
+    def not_ready_nodes(self, names: set[str]) -> set[str]:
+        """Those of `names` that are missing, not Ready, or carry a node.kubernetes.io/ taint (not-ready,
+        unreachable: what the node lifecycle controller adds until a node reports)."""
+        from kubernetes import client
+
+        resp = client.CoreV1Api(self.api()).list_node(_preload_content=False)
+        ready = {n["metadata"]["name"] for n in json.loads(resp.data)["items"] if node_ready(n)}
+        return names - ready
+
+    def wait_nodes_ready(self, names: set[str], timeout: float = NODES_READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while waiting := self.not_ready_nodes(names):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{len(waiting)} node(s) not Ready after {timeout:.0f}s, e.g. "
+                                     f"{sorted(waiting)[:3]}; see {self.dir / 'kwok.log'}")
+            time.sleep(0.2 if len(names) < 1000 else 2.0)  # listing thousands of Nodes costs the server
+
+    def stop_kubelet(self, name: str) -> None:
+        """KWOK stops acting as the Node's kubelet (no more Lease renewals, status or pod updates), as when the
+        machine dies: the node lifecycle controller then marks it NotReady and taints it unreachable."""
+        self.kubectl("label", "node", name, f"{testcluster.KWOK_STOPPED_LABEL}=true")
 
     def set_node_status(self, name: str, status: dict[str, Any]) -> None:
         """Merge `status` into a Node's status through the status subresource, as a kubelet reports."""
@@ -220,6 +257,19 @@ class KubeCluster:
                 and (resource is None or e.resource == resource) and (user is None or e.user == user)]
 
 
+def without_conditions(node: dict[str, Any]) -> dict[str, Any]:
+    status = {k: v for k, v in (node.get("status") or {}).items() if k != "conditions"}
+    return {**node, "status": status}
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    """Ready, and none of the taints the node lifecycle controller keeps on a node that is not."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    taints = (node.get("spec") or {}).get("taints") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions) and \
+        not any(t["key"].startswith("node.kubernetes.io/") for t in taints)
+
+
 def rbac_documents(source: Path) -> list[dict[str, Any]]:
     """The ClusterRoles and Roles in a YAML file, or in the *.yaml/*.yml files of a directory."""
     files = sorted([*source.glob("*.yaml"), *source.glob("*.yml")]) if source.is_dir() else [source]
@@ -227,13 +277,15 @@ def rbac_documents(source: Path) -> list[dict[str, Any]]:
             if isinstance(doc, dict) and doc.get("kind") in ("ClusterRole", "Role")]
 
 
-def binaries_or_skip(kueue: bool = False) -> testcluster.Binaries:
-    """The cluster's programs (with Kueue's, if asked); skip without them, fail in CI."""
+def binaries_or_skip(kueue: bool = False, kwok: bool = False) -> testcluster.Binaries:
+    """The cluster's programs (with Kueue's and KWOK's, if asked); skip without them, fail in CI."""
     found = testcluster.find_binaries()
     if found is None:
         skip_or_fail(f"no kube-apiserver/etcd/kubectl in the test stack: {BUILD_HINT}")
     if kueue and not found.has_kueue:
         skip_or_fail(f"no Kueue manager in the test stack: {BUILD_HINT}")
+    if kwok and not found.has_kwok:
+        skip_or_fail(f"no KWOK controller in the test stack: {BUILD_HINT}")
     return found
 
 
@@ -264,16 +316,16 @@ class _Shared:
     holders: int = 0
 
 
-_SHARED = {False: _Shared(), True: _Shared()}  # keyed by "runs Kueue"
+_SHARED = {(False, False): _Shared(), (True, False): _Shared(), (True, True): _Shared()}  # (Kueue, KWOK)
 
 
-def shared_cluster(factory: pytest.TempPathFactory, kueue: bool) -> Iterator[KubeCluster]:
-    shared = _SHARED[kueue]
+def shared_cluster(factory: pytest.TempPathFactory, kueue: bool, kwok: bool = False) -> Iterator[KubeCluster]:
+    shared = _SHARED[kueue, kwok]
     if shared.cluster is None:
-        binaries = binaries_or_skip(kueue)
-        root = factory.mktemp("kueue" if kueue else "kube")
+        binaries = binaries_or_skip(kueue, kwok)
+        root = factory.mktemp("kwok" if kwok else "kueue" if kueue else "kube")
         try:
-            shared.cluster = KubeCluster(root, testcluster.up(root, binaries, kueue=kueue))
+            shared.cluster = KubeCluster(root, testcluster.up(root, binaries, kueue=kueue, kwok=kwok))
         except testcluster.ClusterError as exc:
             pytest.fail(str(exc), pytrace=False)
         shared.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(LEASE_PARAMS_KEEPER))
@@ -311,3 +363,17 @@ def kueue_kube(kueue_cluster: KubeCluster) -> KubeCluster:
     """The session's Kueue cluster with no Nodes in it."""
     kueue_cluster.delete_nodes()
     return kueue_cluster
+
+
+@pytest.fixture(scope="session")
+def kwok_kueue_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """A real control plane with the Kueue manager and KWOK: Nodes heartbeat, bound pods run and pods that do
+    not restart finish, the node lifecycle controller marks silent Nodes NotReady (one per worker asking)."""
+    yield from shared_cluster(tmp_path_factory, kueue=True, kwok=True)
+
+
+@pytest.fixture
+def kwok_kueue_kube(kwok_kueue_cluster: KubeCluster) -> KubeCluster:
+    """The session's KWOK cluster with no Nodes in it."""
+    kwok_kueue_cluster.delete_nodes()
+    return kwok_kueue_cluster

@@ -95,9 +95,11 @@ def build(args: list[str]) -> None:
 
 
 def module_dir(module: str) -> Path:
-    """Where the module cache would hold `module`: a directory with a config/ like Kueue's and JobSet's."""
+    """Where the module cache would hold `module`: a directory with a config/ like Kueue's and JobSet's and a
+    kustomize/rbac/ like KWOK's."""
     directory = Path(os.environ["GOMODCACHE"]) / f"{module}@{required(module)}"
-    (directory / "config").mkdir(parents=True, exist_ok=True)
+    for manifests in ("config", "kustomize/rbac"):
+        (directory / manifests).mkdir(parents=True, exist_ok=True)
     return directory
 
 

@@ -47,7 +47,8 @@ def test_every_link_a_build_script_makes_resolves(fresh: dict[str, str]) -> None
     cache = Path(fresh["TOPOLABEL_CACHE"])
     made = links(cache)
     assert {p.name for p in made} >= {"helm", "krew", "etcd", "kube-apiserver", "kube-controller-manager",
-                                      "kube-scheduler", "kubectl", "kueue", "kueue-module", "jobset-module"}
+                                      "kube-scheduler", "kubectl", "kueue", "kueue-module", "jobset", "jobset-module",
+                                      "kwok", "kwok-module"}
     for link in made:
         assert link.is_symlink() and link.exists(), f"{link} -> {os.readlink(link)} does not resolve"
         target = link.resolve()

@@ -204,8 +204,7 @@ def chart_cluster(kube: KubeCluster) -> KubeCluster:  # noqa: F811
     """The chart's CRD and a ServiceMonitor CRD, as `helm install` would find them; the namespaces the
     dry runs put objects in (a dry run creates nothing, so it cannot create them)."""
     kube.kubectl("apply", "-f", str(CHART / "crds"), "-f", "-", input=json.dumps(SERVICE_MONITOR_CRD))
-    kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/topologylabelers.topolabel.dev",
-                 "crd/servicemonitors.monitoring.coreos.com")
+    kube.wait_established("topologylabelers.topolabel.dev", "servicemonitors.monitoring.coreos.com")
     for namespace in (NAMESPACE, "topolabel-agent"):
         kube.kubectl("create", "namespace", namespace, check=False)
     return kube

@@ -16,68 +16,38 @@ The nodes are API objects (no kubelet), so the bound pods stay Pending with thei
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from hack.synth import gke_cluster
 from topolabel.cli import main
-from tests.conftest import EXAMPLES, ROOT
+from topolabel.operator.kueue import covers
+from tests.conftest import EXAMPLES
 from tests.kubecluster import KubeCluster, kueue_cluster, kueue_kube  # noqa: F401
+from tests.kueue_jobs import (BLOCK, HOSTNAME, POOL, REQUIRED, TRAIN, annotated_job, fit, job_pods,
+                              operator_objects, remove_job, remove_operator_objects, start_operator, submit,
+                              wait_parked)
 from tests.kueue_workloads import (GROUP, QUEUE_LABEL, VERSION, admission, event_messages, is_admitted,
                                    pending_message, workload_of)
-from tests.operatorrun import spawn, stop, wait_until
+from tests.operatorrun import stop, wait_until
 from tests.tas_cluster import pod
-from tests.tas_replay import cq_active, create_pods
+from tests.tas_replay import create_pods
 
 pytestmark = pytest.mark.slow
 CONFIG = EXAMPLES / "topolabel.yaml"
 NAMESPACE = "ml-research"
-BLOCK, HOSTNAME = "topolabel.dev/block", "kubernetes.io/hostname"
-REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_USER = "system:serviceaccount:kueue-system:kueue-controller-manager"
-MANIFESTS = ROOT / "manifests"
 OPERATOR = "topolabel-operator"
-POOL = "cloud.google.com/gke-accelerator"
-TRAIN, RUNNING = "e2e-train", "e2e-running"  # the data scientists' namespace; where other pods already run
+RUNNING = "e2e-running"  # where other pods already run
 # GPUs (of 8 per node) held by pods already running. gke_cluster(3, 2, 2) has an H100 block b00, a B200 block
 # b01 and an H100 block b02, 4 nodes each; ResourceFlavors go in pool order, so Kueue tries B200 first.
 USED_GPUS = {"gke-a4-b01-s00-n000": 8, "gke-a4-b01-s00-n001": 8, "gke-a4-b01-s01-n000": 4,  # B200: 12 free
              "gke-a3-b00-s00-n000": 4,  # 28 free
              "gke-a3-b02-s00-n000": 8, "gke-a3-b02-s01-n001": 2}  # 22 free
-OPERATOR_CONFIG = {"source": {"type": "labels", "preset": "gke"},
-                   "pools": {"label": POOL, "resources": ["nvidia.com/gpu"]},
-                   "kueue": {"topologyName": "e2e", "clusterQueue": "e2e",
-                             "localQueues": [{"name": "gpu", "namespaces": [TRAIN]}]}}
-# A Job as a data scientist writes it: no queue, no TAS annotation; `topolabel job annotate` adds both.
-PLAIN_JOB = """\
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: {name}
-  namespace: e2e-train
-spec:
-  parallelism: {pods}
-  completions: {pods}
-  completionMode: Indexed
-  template:
-    spec:
-      restartPolicy: Never
-      containers:
-      - name: train
-        image: registry.invalid/train:1
-        resources:
-          limits:
-            nvidia.com/gpu: {gpus}
-"""
 
 
 def job(name: str, pods: int, gpus: int, annotations: dict[str, str]) -> dict[str, Any]:
@@ -89,12 +59,6 @@ def job(name: str, pods: int, gpus: int, annotations: dict[str, str]) -> dict[st
                          "containers": [{"name": "train", "image": "registry.invalid/train:1",
                                          "resources": {"requests": {"nvidia.com/gpu": str(gpus)},
                                                        "limits": {"nvidia.com/gpu": str(gpus)}}}]}}}}
-
-
-def job_pods(api: client.ApiClient, namespace: str, name: str) -> list[dict[str, Any]]:
-    resp = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/job-name={name}",
-                                                     _preload_content=False)
-    return json.loads(resp.data)["items"]
 
 
 def bound(pods: list[dict[str, Any]], want: int) -> bool:
@@ -118,14 +82,6 @@ def bound_where_assigned(cluster: KubeCluster, namespace: str, name: str, per_no
     assert bound_by == names
     assert all(p["status"]["phase"] == "Pending" for p in pods)  # no kubelet runs them
     return pods
-
-
-def remove_job(cluster: KubeCluster, namespace: str, name: str) -> None:  # noqa: F811
-    """The Job, then its pods at once: with no kubelet a bound pod deleted gracefully stays Terminating and
-    keeps its GPUs, on a node of the same name in the next test."""
-    cluster.kubectl("delete", "job", name, "-n", namespace, "--ignore-not-found", "--wait=false")
-    cluster.kubectl("delete", "pods", "-n", namespace, "-l", f"batch.kubernetes.io/job-name={name}",
-                    "--grace-period=0", "--force", "--ignore-not-found")
 
 
 def test_a_job_requiring_one_block_is_admitted_by_kueue_and_bound_inside_that_block(
@@ -170,43 +126,10 @@ def test_a_job_requiring_one_block_is_admitted_by_kueue_and_bound_inside_that_bl
 
 # -- the operator, job annotate, fit and Kueue -------------------------------------------------------------
 
-def topolabel(*args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI as a user runs it, in its own process: exit code, stdout and stderr as they are."""
-    return subprocess.run([sys.executable, "-m", "topolabel.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, env={**os.environ, "PYTHONPATH": str(ROOT)})
-
-
 def pods_bound_to(api: client.ApiClient, nodes: set[str]) -> list[str]:
     resp = client.CoreV1Api(api).list_pod_for_all_namespaces(_preload_content=False)
     return [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in json.loads(resp.data)["items"]
             if p["spec"].get("nodeName") in nodes]
-
-
-def kueue_object(api: client.ApiClient, plural: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-    custom = client.CustomObjectsApi(api)
-    try:
-        if namespace:
-            return custom.get_namespaced_custom_object(GROUP, VERSION, namespace, plural, name)
-        return custom.get_cluster_custom_object(GROUP, VERSION, plural, name)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-def operator_objects(api: client.ApiClient) -> dict[str, list[dict[str, Any]]] | None:
-    """The ClusterQueue, its LocalQueue, ResourceFlavors and Topology once all exist and Kueue says the
-    ClusterQueue can admit workloads; None until then."""
-    cq = kueue_object(api, "clusterqueues", "e2e")
-    lq = kueue_object(api, "localqueues", "gpu", TRAIN)
-    if cq is None or lq is None or not cq_active(client.CustomObjectsApi(api), "e2e"):
-        return None
-    flavors = [kueue_object(api, "resourceflavors", f["name"]) for g in cq["spec"]["resourceGroups"]
-               for f in g["flavors"]]
-    topologies = [kueue_object(api, "topologies", name) for name in {f["spec"]["topologyName"] for f in flavors if f}]
-    if None in flavors or None in topologies:
-        return None
-    return {"clusterqueues": [cq], "localqueues": [lq], "resourceflavors": flavors, "topologies": topologies}
 
 
 def spec_managers(obj: dict[str, Any]) -> list[tuple[str, str]]:
@@ -225,33 +148,6 @@ def running_pods() -> list[dict[str, Any]]:
     return pods
 
 
-def annotated_job(directory: Path, name: str, pods: int, gpus: int, kubeconfig: Path) -> Path:
-    """A plain Job file, annotated in place by `topolabel job annotate --within block` (required: one block)."""
-    path = directory / f"{name}.yaml"
-    path.write_text(PLAIN_JOB.format(name=name, pods=pods, gpus=gpus))
-    done = topolabel("job", "annotate", str(path), "--queue", "gpu", "--within", "block", "--kubeconfig",
-                     str(kubeconfig), "-i")
-    assert done.returncode == 0, done.stderr
-    doc = yaml.safe_load(path.read_text())
-    assert doc["metadata"]["labels"] == {QUEUE_LABEL: "gpu"}
-    assert doc["spec"]["template"]["metadata"]["annotations"] == {REQUIRED: BLOCK}
-    return path
-
-
-def fit(path: Path, kubeconfig: Path, code: int) -> dict[str, Any]:
-    """`topolabel fit -o json` against the cluster; it must exit with `code` (0 fits, 1 does not)."""
-    done = topolabel("fit", str(path), "--kubeconfig", str(kubeconfig), "-o", "json")
-    assert done.returncode == code, done.stdout + done.stderr
-    return json.loads(done.stdout)
-
-
-def submit(cluster: KubeCluster, path: Path) -> str:  # noqa: F811
-    """kubectl create, as a user submits the file; the Job's uid."""
-    created = json.loads(cluster.kubectl("create", "-f", str(path), "-o", "json").stdout)
-    assert created["spec"]["suspend"] is True  # Kueue's webhook holds the Job until it is admitted
-    return created["metadata"]["uid"]
-
-
 def test_the_operator_sets_up_kueue_and_kueue_admits_a_job_where_fit_said(
         kueue_kube: KubeCluster, tmp_path: Path) -> None:  # noqa: F811
     cluster = kueue_kube
@@ -260,18 +156,10 @@ def test_the_operator_sets_up_kueue_and_kueue_admits_a_job_where_fit_said(
     # an earlier test's pods on nodes of these names would hold GPUs neither fit nor this test counts on
     wait_until(lambda: not pods_bound_to(api, set(truth)), 120, "no pod bound to these node names")
     cluster.create_nodes(items)
-    for namespace in (TRAIN, RUNNING):
-        cluster.kubectl("create", "namespace", namespace, check=False)
+    cluster.kubectl("create", "namespace", RUNNING, check=False)
     create_pods(client.CoreV1Api(api), running_pods())
-    cluster.kubectl("apply", "-f", str(MANIFESTS / "crd.yaml"))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/topologylabelers.topolabel.dev")
-    cluster.bind_operator(MANIFESTS)
-    config = tmp_path / "topolabel.yaml"
-    config.write_text(yaml.safe_dump(OPERATOR_CONFIG))
-    log = tmp_path / "operator.log"
     start = cluster.audit_mark()
-    operator = spawn(["--kubeconfig", str(cluster.operator_kubeconfig), "--config", str(config), "--name", "e2e",
-                      "--http", "127.0.0.1:0"], log)
+    operator, log = start_operator(cluster, tmp_path)
     jobs: list[str] = []
     made: dict[str, list[dict[str, Any]]] = {}
     try:
@@ -337,22 +225,7 @@ def test_the_operator_sets_up_kueue_and_kueue_admits_a_job_where_fit_said(
         assert predicted["fits"] is False and predicted["kueue_message"]
         jobs.append("too-big")
         uid = submit(cluster, path)
-        seen: dict[str, Any] = {}
-
-        def parked() -> dict[str, Any] | None:
-            """The Workload once Kueue has tried every flavor and set it aside as inadmissible (until the
-            cluster changes) with fit's message; the metric is read first, so the message is at least as new."""
-            seen["inadmissible"] = cluster.kueue_metric("kueue_pending_workloads", cluster_queue="e2e",
-                                                        status="inadmissible")
-            seen["active"] = cluster.kueue_metric("kueue_pending_workloads", cluster_queue="e2e", status="active")
-            w = workload_of(api, TRAIN, uid)
-            seen["message"] = pending_message(w) if w else None
-            seen["admitted"] = bool(w and is_admitted(w))
-            done = seen["inadmissible"] == 1 and seen["active"] == 0 and seen["message"] == predicted["kueue_message"]
-            return w if done else None
-
-        workload = wait_until(parked, 120, lambda: f"Kueue to set the Workload aside with fit's message "
-                                                   f"{predicted['kueue_message']!r}; Kueue: {seen}", every=0.5)
+        workload = wait_parked(cluster, uid, predicted["kueue_message"])
         assert pending_message(workload) == predicted["kueue_message"] and not is_admitted(workload)
         # on the way Kueue tried the flavors in turn, one Pending Event per cycle: each is one of fit's cycles
         assert set(event_messages(api, workload)) <= {a["message"] for a in predicted["attempts"]}
@@ -362,9 +235,23 @@ def test_the_operator_sets_up_kueue_and_kueue_admits_a_job_where_fit_said(
         for name in jobs:
             remove_job(cluster, TRAIN, name)
         cluster.kubectl("delete", "pods", "-n", RUNNING, "--all", "--grace-period=0", "--force")
-        cluster.kubectl("delete", "localqueues.kueue.x-k8s.io", "gpu", "-n", TRAIN, "--ignore-not-found", "--wait=false")
-        cluster.kubectl("delete", "clusterqueues.kueue.x-k8s.io", "e2e", "--ignore-not-found", "--wait=false")
-        for plural in ("resourceflavors", "topologies"):
-            for obj in made.get(plural, []):
-                cluster.kubectl("delete", f"{plural}.kueue.x-k8s.io", obj["metadata"]["name"], "--wait=false",
-                                check=False)
+        remove_operator_objects(cluster, made)
+
+
+def test_kueue_stores_a_created_quota_in_canonical_form_which_the_operator_reads_as_unchanged(
+        kueue_kube: KubeCluster) -> None:  # noqa: F811
+    """500 nodes of 8 GPUs: the operator writes nominalQuota 4000 and Kueue stores 4k, so comparing strings
+    the operator saw a change at its second full pass (bench.kwok's 5,000 KWOK nodes) and applied the
+    ClusterQueue again, with a KueueUpdated Event."""
+    cluster = kueue_kube
+    generated = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ClusterQueue", "metadata": {"name": "quota-form"},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+                          "flavors": [{"name": "quota-form", "resources": [
+                              {"name": "nvidia.com/gpu", "nominalQuota": "4000"}]}]}]}}
+    try:
+        stored = json.loads(cluster.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(generated)).stdout)
+        (flavor,) = stored["spec"]["resourceGroups"][0]["flavors"]
+        assert flavor["resources"] == [{"name": "nvidia.com/gpu", "nominalQuota": "4k"}]
+        assert covers(stored["spec"], generated["spec"])
+    finally:
+        cluster.kubectl("delete", "clusterqueue", "quota-form", "--ignore-not-found")

@@ -31,7 +31,7 @@ def prepared(kube_cluster: KubeCluster) -> KubeCluster:
     """Kueue's CRDs, the TopologyLabeler CRD, the operator user bound to the manifests' ClusterRole."""
     kube_cluster.install_kueue_crds()
     kube_cluster.kubectl("apply", "-f", str(MANIFESTS / "crd.yaml"))
-    kube_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/topologylabelers.topolabel.dev")
+    kube_cluster.wait_established("topologylabelers.topolabel.dev")
     kube_cluster.bind_operator(MANIFESTS)
     for namespace in NAMESPACES:
         kube_cluster.kubectl("create", "namespace", namespace, check=False)

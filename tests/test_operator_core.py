@@ -169,6 +169,23 @@ def test_covers_ignores_server_defaults_but_not_missing_or_different_values() ->
     assert not covers(have, cq("f2"))
 
 
+def test_covers_reads_quotas_as_quantities() -> None:
+    """Kueue's webhook stores a created ClusterQueue's quota in canonical form (test_kueue_e2e.py shows it):
+    the same amount written otherwise is no change, a different amount is."""
+    want = cq("f1")
+    quota = want["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    quota["nominalQuota"] = "4000"
+    have = yaml.safe_load(yaml.safe_dump(want))
+    stored = have["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]
+    stored["nominalQuota"] = "4k"
+    assert covers(have, want)
+    stored["nominalQuota"] = "4001"
+    assert not covers(have, want)
+    stored["nominalQuota"] = "not a quantity"
+    assert not covers(have, want)
+    assert not covers({"name": "4k"}, {"name": "4000"})  # only quotas are read as quantities
+
+
 def test_a_level_change_creates_new_objects_moves_references_and_deletes_the_unused() -> None:
     existing = [topo("t-old"), rf("h100-old", "t-old"), cq("h100-old"),
                 obj("LocalQueue", "gpu", {"clusterQueue": "gpu"}, "ml")]

@@ -2,7 +2,10 @@ module topolabel.dev/hack/kueue
 
 go 1.26.0
 
-tool sigs.k8s.io/kueue/cmd/kueue
+tool (
+	sigs.k8s.io/jobset
+	sigs.k8s.io/kueue/cmd/kueue
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect

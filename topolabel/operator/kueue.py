@@ -20,6 +20,7 @@ from kueue_config.objects import KueueObjects
 from labeler.kube import api_error
 from labeler.model import Problem
 from labeler.names import KUEUE_API_VERSION, is_managed
+from labeler.quantities import read_quantity
 
 from .kubeapi import Kube
 
@@ -30,6 +31,7 @@ PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "Cohor
            "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues"}
 IMMUTABLE = frozenset({"Topology", "ResourceFlavor"})
 DELETE_ORDER = ("LocalQueue", "ClusterQueue", "Cohort", "ResourceFlavor", "Topology")  # users before what they use
+QUANTITIES = frozenset({"nominalQuota", "borrowingLimit", "lendingLimit"})  # compared by value
 OPTIONAL = frozenset({"Cohort"})  # kinds an older Kueue does not serve; a 404 listing them means "none"
 SOURCE = "kueue"
 
@@ -56,13 +58,23 @@ def object_path(obj: Obj) -> str:
     return path(*key(obj))
 
 
-def covers(have: Any, want: Any) -> bool:
-    """True when `have` holds everything in `want`; extra keys (server defaults, status) do not count."""
+def covers(have: Any, want: Any, field_name: str = "") -> bool:
+    """True when `have` holds everything in `want`; extra keys (server defaults, status) do not count, nor
+    how a quota is written: Kueue's webhook stores a created ClusterQueue's `4000` as `4k`."""
     if isinstance(want, dict):
-        return isinstance(have, dict) and all(k in have and covers(have[k], v) for k, v in want.items())
+        return isinstance(have, dict) and all(k in have and covers(have[k], v, k) for k, v in want.items())
     if isinstance(want, list):
-        return isinstance(have, list) and len(have) == len(want) and all(map(covers, have, want))
+        return isinstance(have, list) and len(have) == len(want) and all(covers(h, w) for h, w in zip(have, want))
+    if field_name in QUANTITIES and have != want:
+        return same_quantity(have, want)
     return have == want
+
+
+def same_quantity(have: Any, want: Any) -> bool:
+    try:
+        return read_quantity(str(have)) == read_quantity(str(want))
+    except (ValueError, ArithmeticError):
+        return False
 
 
 def _spec(obj: Obj) -> dict[str, Any]:
