@@ -7,7 +7,10 @@ through the same client the CLI builds; then the steady-state pass (list + plan 
 Patches are counted from the server's audit log; CPU is the benchmark process (the client) and
 kube-apiserver + etcd (the server), which on a small shared machine says more than wall time.
 
-Run: python -m bench.apply [--nodes N] [--concurrency 16,1]   (needs hack/build-test-stack first)
+With --latency MS the client reaches the server through a proxy that adds MS to every round trip
+(bench.latency): a remote API server, where writing one patch at a time waits out every round trip.
+
+Run: python -m bench.apply [--nodes N] [--concurrency 16,1] [--latency MS]   (needs hack/build-test-stack first)
 """
 
 from __future__ import annotations
@@ -18,9 +21,10 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
+from bench.latency import delayed
 from bench.measure import proc_cpu
 from bench.table import print_table
 from hack import testcluster
@@ -84,25 +88,29 @@ def measure(cluster: KubeCluster, work: Callable[[], ApplyResult]) -> dict[str, 
             "server CPU s": f"{cpu_seconds(cluster.state.pids.values()) - server_cpu:.1f}"}
 
 
-def run(items: list[dict], concurrency: int) -> list[dict[str, object]]:
+def run(items: list[dict], concurrency: int, latency: float = 0.0) -> list[dict[str, object]]:
     """A fresh cluster with `items`. First pass: apply a ready plan that labels every node. Second pass:
-    everything a rerun does (list, discover, plan, apply), finding nothing to write."""
+    everything a rerun does (list, discover, plan, apply), finding nothing to write. With `latency`, the
+    client reaches the server through bench.latency, `latency` ms more each round trip."""
     with tempfile.TemporaryDirectory(prefix="bench-apply-") as tmp:
         root = Path(tmp)
         cluster = KubeCluster(root, testcluster.up(root))
         try:
             cluster.create_nodes(items)
-            api = connect(str(cluster.kubeconfig))
+            with delayed(cluster.state.server, latency) if latency else nullcontext(cluster.state.server) as url:
+                kubeconfig = root / "client.kubeconfig"
+                kubeconfig.write_text(cluster.kubeconfig.read_text().replace(cluster.state.server, url))
+                api = connect(str(kubeconfig))
 
-            def apply(plan: Plan) -> ApplyResult:
-                return apply_plan(plan, lambda name, body: patch_node(api, name, body), concurrency=concurrency)
+                def apply(plan: Plan) -> ApplyResult:
+                    return apply_plan(plan, lambda name, body: patch_node(api, name, body), concurrency=concurrency)
 
-            plan = gke_plan(api)
-            first = measure(cluster, lambda: apply(plan))
-            second = measure(cluster, lambda: apply(gke_plan(api)))
+                plan = gke_plan(api)
+                first = measure(cluster, lambda: apply(plan))
+                second = measure(cluster, lambda: apply(gke_plan(api)))
         finally:
             testcluster.down(root)
-    row = {"nodes": len(items), "concurrency": concurrency}
+    row = {"nodes": len(items), "concurrency": concurrency, "added round trip ms": latency}
     return [{**row, "pass": "first: apply (label all)", **first},
             {**row, "pass": "second: list+plan+apply", **second}]
 
@@ -111,13 +119,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--concurrency", default="16,1", help="comma-separated values to compare")
+    parser.add_argument("--latency", type=float, default=0.0, metavar="MS",
+                        help="add this many ms to every round trip (a remote API server; bench.latency)")
     args = parser.parse_args()
     if testcluster.find_binaries() is None:
         raise SystemExit("bench.apply: no test cluster binaries; run hack/build-test-stack first")
     hosts = 125
     items, _ = gke_cluster(blocks=max(1, args.nodes // (8 * hosts)), subblocks=8, hosts=hosts)
     load = os.getloadavg()[0]
-    rows = [row for c in args.concurrency.split(",") for row in run(items, int(c))]
+    rows = [row for c in args.concurrency.split(",") for row in run(items, int(c), args.latency)]
     print_table(f"Applying labels on kube-apiserver 1.36, {len(items):,} nodes "
                 f"({os.cpu_count()} CPUs, load average {load:.1f} -> {os.getloadavg()[0]:.1f})", rows)
 

@@ -26,11 +26,11 @@ from labeler.shards import SHARD_BYTES
 
 
 def collector_side(capture: str, out: str) -> None:
-    from providers.infiniband.parse import read_fabric
+    from providers.infiniband.parse import parse_ibnetdiscover
     from providers.infiniband.published import encode, pack, to_bytes
 
     cpu = time.process_time()
-    raw = to_bytes(encode(*read_fabric(Path(capture).read_text(), capture)))
+    raw = to_bytes(encode(parse_ibnetdiscover(Path(capture).read_text(), capture)))
     parsed = time.process_time() - cpu
     blob = pack(raw)
     Path(out).write_bytes(blob)
@@ -39,12 +39,11 @@ def collector_side(capture: str, out: str) -> None:
 
 
 def operator_side(blob_path: str) -> None:
-    from providers.infiniband.parse import fabric_graph
     from providers.infiniband.published import decode, unpack
 
     cpu = time.process_time()
-    graph = fabric_graph(*decode(unpack(Path(blob_path).read_bytes(), blob_path), blob_path))
-    print(json.dumps({"cpu": time.process_time() - cpu, "nodes": graph.number_of_nodes(), "rss": _rss()}))
+    fabric = decode(unpack(Path(blob_path).read_bytes(), blob_path), blob_path)
+    print(json.dumps({"cpu": time.process_time() - cpu, "nodes": len(fabric), "rss": _rss()}))
 
 
 def _rss() -> float:

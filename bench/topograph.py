@@ -1,19 +1,27 @@
 """Benchmark: topolabel beside NVIDIA Topograph, in the same run, on the same inputs.
 
-Topograph is built from the Go module proxy: `bench/topograph-harness` is a small Go module that requires it
-and calls its packages (see its main.go); it is built with `go build` into ~/.cache/topolabel/topograph-<version>/
-the first time. Both tools run as whole processes, measured with GNU time (CPU, peak RSS) and a clock, their runs
-interleaved so that load from other work falls on both alike; figures are medians of --runs runs.
+Topograph is built into a small Go harness (`bench/topograph-harness`, see its main.go) that calls its
+packages, once per version, into ~/.cache/topolabel/topograph-<version>/: from the module proxy at the version
+its go.mod requires (v0.5.0; the proxy refuses v1.0.0), or with --topograph-source DIR from a copy of
+Topograph's repository (`git clone --branch v1.0.0 https://github.com/NVIDIA/topograph DIR`), named by a
+`replace` directive beside the requirements pinned for that version in bench/topograph-harness/v1/. Every
+tool runs as a whole process, measured with GNU time (CPU, peak RSS) and a clock, their runs interleaved so
+that load from other work falls on all alike; figures are medians of --runs runs. topolabel is this checkout
+(`python -m topolabel.cli` run from it).
 
-- InfiniBand: the 8,192-HCA fabrics of bench/infiniband.py, served by ibsim; per run, the real ibnetdiscover
+- ib: the 8,192-HCA fabrics of bench/infiniband.py, served by ibsim; per run, the real ibnetdiscover
   captures the fabric (the reference all ratios divide by), `topolabel discover --source infiniband` reads
   the capture, and the harness runs Topograph's InfiniBand path on it (parse, switch tree, topology.conf and
   node labels). Both tools' leaf groups and blocks are compared with each other and with the generator's truth.
-- AWS: instances in moto with DescribeInstanceTopology (tests/moto_topology.py), as bench/aws.py; topolabel
+- ibsizes: rail-optimised three-tier fabrics of 1,024 to 32,768 HCAs, each capture as ibnetdiscover prints
+  it (`hack.ibfabric.Fabric.capture_text`; ibsim cannot simulate 32,768 HCAs here), read by the bare
+  interpreter (`python -c pass`), a minimal Python reader (bench/ibminimal.py), topolabel and Topograph.
+- aws: instances in moto with DescribeInstanceTopology (tests/moto_topology.py), as bench/aws.py; topolabel
   is pointed at it with --endpoint-url, Topograph's provider through the AWS SDK's AWS_ENDPOINT_URL_EC2
   (no code change). Calls are counted by the server; both tools' labels are compared layer by layer.
 
-Run: python -m bench.topograph [--runs N] [--parts ib,aws] [--instances N] [--others N]
+Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768]
+     [--topograph-source DIR [--topograph-version v1.0.0]] [--instances N] [--others N]
 """
 
 from __future__ import annotations
@@ -28,7 +36,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections import defaultdict
@@ -36,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from bench.measure import Run, measure, proc_cpu
+from bench.measure import ROOT, Run, load, measure, proc_cpu, topolabel
 from bench.table import print_table
 
 HARNESS_SRC = Path(__file__).with_name("topograph-harness")
@@ -44,7 +51,9 @@ CACHE = Path.home() / ".cache" / "topolabel"
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1")
 AWS_ENV_DROP = ("AWS_PROFILE", "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_MAX_ATTEMPTS", "AWS_SESSION_TOKEN",
                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2")
-TOPOGRAPH_LABEL = "network.topology.nvidia.com/"
+# Topograph's node label keys: v0.5.0 names the switch levels, v1.0.0 numbers them from the node up.
+TOPOGRAPH_KEYS = {**{f"network.topology.nvidia.com/{k}": k for k in ("core", "spine", "leaf")},
+                  **{f"fabric.topograph.run/tier-{i}": k for i, k in enumerate(("leaf", "spine", "core"))}}
 
 
 @dataclass
@@ -68,51 +77,65 @@ class Series:
 
 # --- the two tools ---------------------------------------------------------------------------------------
 
-def topograph_version() -> str:
-    """The Topograph version the harness's go.mod requires: the one built and reported."""
+@dataclass(frozen=True)
+class Harness:
+    """The built harness and the Topograph version it runs."""
+
+    binary: Path
+    version: str
+
+
+def proxy_version() -> str:
+    """The Topograph version the harness's go.mod requires: the one built from the module proxy."""
     match = re.search(r"github\.com/NVIDIA/topograph (v\S+)", (HARNESS_SRC / "go.mod").read_text())
     if not match:
         raise SystemExit(f"{HARNESS_SRC / 'go.mod'}: no requirement on github.com/NVIDIA/topograph")
     return match.group(1)
 
 
-def harness() -> Path:
-    """The harness binary, built from the module proxy when missing (cached per version and harness source)."""
-    sources = sorted(p for p in HARNESS_SRC.iterdir() if p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
-    digest = hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in sources)).hexdigest()[:12]
-    binary = CACHE / f"topograph-{topograph_version()}" / f"topograph-harness-{digest}"
+def harness(source: Path | None = None, version: str | None = None) -> Harness:
+    """The harness binary, built when missing (cached per version and sources): Topograph from the module
+    proxy, or from `source`, a copy of its repository at `version` (v1.0.0: the proxy refuses it), named by a
+    `replace` directive in a scratch copy of the harness module whose requirements and sums for that version
+    are pinned in bench/topograph-harness/<major>/."""
+    sources = sorted(p for p in HARNESS_SRC.iterdir() if p.suffix == ".go")
+    if source is None:
+        version, module, tags = proxy_version(), HARNESS_SRC, []
+    else:
+        assert version is not None
+        module, tags = HARNESS_SRC / version.split(".")[0], ["-tags", "topograph_v1"]
+        if not (module / "go.mod").exists():
+            raise SystemExit(f"no pinned harness module for Topograph {version} ({module}/go.mod)")
+        named = (source / "go.mod").read_text() if (source / "go.mod").exists() else ""
+        if "module github.com/NVIDIA/topograph\n" not in named:
+            raise SystemExit(f"--topograph-source {source}: not a copy of github.com/NVIDIA/topograph (its go.mod)")
+        sources += sorted(p for p in source.rglob("*") if p.suffix == ".go" or p.name in ("go.mod", "go.sum"))
+    pinned = [module / "go.mod", module / "go.sum"]
+    digest = hashlib.sha256(b"".join(str(p).encode() + p.read_bytes() for p in [*sources, *pinned])).hexdigest()[:12]
+    binary = CACHE / f"topograph-{version}" / f"topograph-harness-{digest}"
     if not binary.exists():
         binary.parent.mkdir(parents=True, exist_ok=True)
-        partial = binary.with_name(binary.name + ".partial")
-        print(f"building {binary} (go build; Topograph {topograph_version()} from the module proxy)", file=sys.stderr)
-        subprocess.run(["go", "build", "-mod=readonly", "-trimpath", "-o", str(partial), "."], cwd=HARNESS_SRC,
-                       check=True, timeout=3600)
-        partial.rename(binary)
-    return binary
+        where = f"from {source}" if source else "from the module proxy"
+        print(f"building {binary} (go build; Topograph {version} {where})", file=sys.stderr)
+        with tempfile.TemporaryDirectory(dir=binary.parent) as work:
+            for path in [*(p for p in HARNESS_SRC.iterdir() if p.suffix == ".go"), *pinned]:
+                shutil.copy(path, work)
+            if source is not None:
+                with open(Path(work) / "go.mod", "a") as mod:
+                    mod.write(f"\nreplace github.com/NVIDIA/topograph => {source.resolve()}\n")
+            partial = binary.with_name(binary.name + ".partial")
+            subprocess.run(["go", "build", "-mod=readonly", "-trimpath", *tags, "-o", str(partial), "."], cwd=work,
+                           check=True, timeout=3600)
+            partial.rename(binary)
+    return Harness(binary, version)
 
 
-def topolabel() -> list[str]:
-    """The installed `topolabel` console script (this interpreter's own, not a pyenv shim), else the module."""
-    script = shutil.which("topolabel", path=sysconfig.get_path("scripts")) or shutil.which("topolabel")
-    if script:
-        return [script]
-    return [sys.executable, "-m", "topolabel.cli"]
-
-
-def topolabel_source(command: Sequence[str]) -> str:
-    """Where the measured topolabel's code lives and its commit: the script may import another checkout."""
-    python = command[0] if command[0] == sys.executable else _script_python(command[0])
-    probe = "import importlib.util as u; print(u.find_spec('topolabel.cli').origin)"
-    origin = subprocess.run([python, "-c", probe], cwd="/", capture_output=True, text=True, check=True).stdout.strip()
-    top = Path(origin).parent.parent
-    commit = subprocess.run(["git", "-C", str(top), "log", "-1", "--format=%h %cs"], capture_output=True,
+def topolabel_source() -> str:
+    """Where the measured topolabel's code lives (this checkout, run as `python -m topolabel.cli` from it) and
+    its commit."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %cs"], capture_output=True,
                             text=True).stdout.strip()
-    return f"{top} ({commit or 'not a git checkout'})"
-
-
-def _script_python(script: str) -> str:
-    first = Path(script).read_text(errors="replace").splitlines()[0]
-    return first[2:].strip() if first.startswith("#!") and "python" in first else sys.executable
+    return f"{ROOT} ({commit or 'not a git checkout'})"
 
 
 # --- comparing placements --------------------------------------------------------------------------------
@@ -132,8 +155,8 @@ def agreement(ours: set[frozenset[str]], theirs: set[frozenset[str]]) -> str:
 
 
 def topograph_labels(text: str) -> dict[str, dict[str, str]]:
-    """Topograph's node labels with its key prefix dropped: core, spine, leaf."""
-    return {node: {k.removeprefix(TOPOGRAPH_LABEL): v for k, v in labels.items()}
+    """Topograph's node labels by level: core, spine, leaf (either version's keys)."""
+    return {node: {TOPOGRAPH_KEYS[k]: v for k, v in labels.items() if k in TOPOGRAPH_KEYS}
             for node, labels in json.loads(text).items()}
 
 
@@ -143,14 +166,14 @@ def ratio(a: float, b: float) -> str:
 
 # --- InfiniBand --------------------------------------------------------------------------------------------
 
-def infiniband(name: str, spec: object, tmp: Path, runs: int, tool: list[str], binary: Path) -> dict[str, object]:
+def infiniband(name: str, spec: object, tmp: Path, runs: int, tg: Harness) -> dict[str, object]:
     from hack.ibfabric import build
     from tests.ibsim import simulate
 
     fabric = build(spec)  # type: ignore[arg-type]
     capture, nodes_file = tmp / "fabric.ibnetdiscover", tmp / "nodes.txt"
     nodes_file.write_text("".join(f"{h}\n" for h in sorted(fabric.truth.guids)))
-    ours_out, labels_out, conf_out = tmp / "topolabel.json", tmp / "topograph-labels.json", tmp / "topology.conf"
+    labels_out, conf_out = tmp / "topograph-labels.json", tmp / "topology.conf"
     capture_runs, ours, theirs = [], [], []
     start = time.perf_counter()
     with simulate(fabric, tmp) as sim:
@@ -162,20 +185,10 @@ def infiniband(name: str, spec: object, tmp: Path, runs: int, tool: list[str], b
             capture_runs.append(run)
             capture.write_text(run.stdout)
             run.stdout = ""
-            ours.append(measure([*tool, "discover", "--source", "infiniband", "--ibnetdiscover", str(capture),
-                                 "-o", "json"]))
-            theirs.append(measure([str(binary), "ib", "-ibnetdiscover", str(capture), "-nodes", str(nodes_file),
+            ours.append(measure(discover_ib(capture), cwd=ROOT))
+            theirs.append(measure([str(tg.binary), "ib", "-ibnetdiscover", str(capture), "-nodes", str(nodes_file),
                                    "-labels", str(labels_out), "-slurm", str(conf_out)]))
-    ours_out.write_text(ours[-1].stdout)
-    snap = json.loads(ours[-1].stdout)["nodes"]
     graph = [json.loads(r.stdout) for r in theirs]
-    tg = topograph_labels(labels_out.read_text())
-    truth = {h: {"block": fabric.truth.block[h], "leafgroup": fabric.truth.leafgroup[h]} for h in fabric.truth.guids}
-    leaf = {who: partition(n, k) for who, n, k in (("ours", snap, ("block", "leafgroup")),
-                                                     ("theirs", tg, ("core", "spine", "leaf")),
-                                                     ("truth", truth, ("block", "leafgroup")))}
-    block = {who: partition(n, k) for who, n, k in (("ours", snap, ("block",)), ("theirs", tg, ("core", "spine")),
-                                                      ("truth", truth, ("block",)))}
     cap, us, them = Series(capture_runs), Series(ours), Series(theirs)
     return {
         "fabric": name, "HCAs": sum(len(v) for v in fabric.truth.guids.values()), "hosts": len(fabric.truth.guids),
@@ -183,15 +196,75 @@ def infiniband(name: str, spec: object, tmp: Path, runs: int, tool: list[str], b
         "steps": [
             {"step": "ibsim + ibnetdiscover (capture)", "wall s": cap.wall, "CPU s": cap.cpu, "peak RSS MB": cap.rss},
             {"step": "topolabel discover (whole process)", "wall s": us.wall, "CPU s": us.cpu, "peak RSS MB": us.rss},
-            {"step": f"Topograph {topograph_version()} harness (whole process)", "wall s": them.wall,
+            {"step": f"Topograph {tg.version} harness (whole process)", "wall s": them.wall,
              "CPU s": them.cpu, "peak RSS MB": them.rss},
         ],
         "topograph in-process s": statistics.median(g["graph s"] + g["slurm s"] + g["labels s"] for g in graph),
-        "placed": (len(snap), len(tg)),
-        "leaf groups": agreement(leaf["ours"], leaf["theirs"]), "blocks": agreement(block["ours"], block["theirs"]),
-        "= truth": "/".join("yes" if leaf[w] == leaf["truth"] and block[w] == block["truth"] else "NO"
-                            for w in ("ours", "theirs")),
+        **placements(fabric, ours[-1].stdout, labels_out),
     }
+
+
+def discover_ib(capture: Path) -> list[str]:
+    return topolabel("discover", "--source", "infiniband", "--ibnetdiscover", str(capture), "-o", "json")
+
+
+def placements(fabric: object, ours: str, labels: Path) -> dict[str, object]:
+    """How topolabel's snapshot (`ours`, JSON) and Topograph's labels (file `labels`) group the hosts, against
+    each other and the generator's truth: leaf groups (topolabel's block + leafgroup, Topograph's core + spine +
+    leaf) and blocks."""
+    truth_of = fabric.truth  # type: ignore[attr-defined]
+    snap = json.loads(ours)["nodes"]
+    tg = topograph_labels(labels.read_text())
+    truth = {h: {"block": truth_of.block[h], "leafgroup": truth_of.leafgroup[h]} for h in truth_of.guids}
+    leaf = {who: partition(n, k) for who, n, k in (("ours", snap, ("block", "leafgroup")),
+                                                     ("theirs", tg, ("core", "spine", "leaf")),
+                                                     ("truth", truth, ("block", "leafgroup")))}
+    block = {who: partition(n, k) for who, n, k in (("ours", snap, ("block",)), ("theirs", tg, ("core", "spine")),
+                                                      ("truth", truth, ("block",)))}
+    return {"placed": (len(snap), len(tg)),
+            "leaf groups": agreement(leaf["ours"], leaf["theirs"]), "blocks": agreement(block["ours"], block["theirs"]),
+            "= truth": "/".join("yes" if leaf[w] == leaf["truth"] and block[w] == block["truth"] else "NO"
+                                for w in ("ours", "theirs"))}
+
+
+# Rail-optimised three-tier fat trees (8 rails, 32 hosts a scalable unit, 16 spines a pod, 8 cores) by HCAs.
+SIZES = {1024: dict(pods=2, sus=2), 8192: dict(pods=8, sus=4), 32768: dict(pods=32, sus=4)}
+
+
+def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness) -> list[dict[str, object]]:
+    """Each size's capture as ibnetdiscover prints it (`Fabric.capture_text`: ibsim cannot simulate 32,768 HCAs
+    here), read by the bare interpreter, a minimal Python reader, topolabel and Topograph, all interleaved."""
+    from hack.ibfabric import Spec, build
+
+    rows = []
+    for size in sizes:
+        fabric = build(Spec(rails=8, hosts=32, spines=16, uplinks=2, cores=8, **SIZES[size]))  # type: ignore[arg-type]
+        capture, nodes_file = tmp / f"rail-{size}.ibnetdiscover", tmp / f"nodes-{size}.txt"
+        capture.write_text(fabric.capture_text(switches_first=True))
+        nodes_file.write_text("".join(f"{h}\n" for h in sorted(fabric.truth.guids)))
+        labels_out, conf_out = tmp / "topograph-labels.json", tmp / "topology.conf"
+        steps = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "minimal Python reader (bench/ibminimal.py)": [sys.executable, str(ROOT / "bench" / "ibminimal.py"),
+                                                           str(capture)],
+            "topolabel": discover_ib(capture),
+            f"Topograph {tg.version}": [str(tg.binary), "ib", "-ibnetdiscover", str(capture), "-nodes",
+                                        str(nodes_file), "-labels", str(labels_out), "-slurm", str(conf_out)],
+        }
+        found: dict[str, list[Run]] = {name: [] for name in steps}
+        for _ in range(runs):
+            for name, argv in steps.items():
+                found[name].append(measure(argv, cwd=ROOT))
+        cpu = {name: Series(r) for name, r in found.items()}
+        us, them = cpu["topolabel"], cpu[f"Topograph {tg.version}"]
+        rows.append({"HCAs": f"{size:,}", "capture MB": round(capture.stat().st_size / 2**20, 1),
+                     **{f"{name} CPU s": f"{series.cpu:.3f}" for name, series in cpu.items()},
+                     "topolabel / Topograph CPU": ratio(us.cpu, them.cpu),
+                     "peak RSS MB (topolabel / Topograph)": f"{us.rss:.0f} / {them.rss:.0f}",
+                     **placements(fabric, found["topolabel"][-1].stdout, labels_out)})
+        rows[-1]["placed"] = "%d / %d" % rows[-1]["placed"]  # type: ignore[str-format]
+        print(f"{size:,} HCAs measured ({load()})", file=sys.stderr)
+    return rows
 
 
 def ib_tables(results: Iterable[dict[str, object]]) -> None:
@@ -220,7 +293,7 @@ def ib_tables(results: Iterable[dict[str, object]]) -> None:
 
 # --- AWS ----------------------------------------------------------------------------------------------------
 
-def aws(tmp: Path, runs: int, instances: int, others: int, tool: list[str], binary: Path) -> list[dict[str, object]]:
+def aws(tmp: Path, runs: int, instances: int, others: int, tg: Harness) -> list[dict[str, object]]:
     """The same cluster as bench/aws.py, then again with `others` placed instances of another cluster."""
     import logging
 
@@ -250,7 +323,7 @@ def aws(tmp: Path, runs: int, instances: int, others: int, tool: list[str], bina
         for extra in (0, others) if others else (0,):
             if extra:
                 _launch_others(server, extra)
-            rows += _aws_rows(server, runs, len(items), extra, tool, binary, env, nodes_file, inst_file, tmp)
+            rows += _aws_rows(server, runs, len(items), extra, tg, env, nodes_file, inst_file, tmp)
     return rows
 
 
@@ -265,27 +338,27 @@ def _launch_others(server: object, count: int) -> None:
             server.place_tree(ids, f"other-{region}-{start}")  # type: ignore[attr-defined]
 
 
-def _aws_rows(server: object, runs: int, count: int, extra: int, tool: list[str], binary: Path,
+def _aws_rows(server: object, runs: int, count: int, extra: int, tg: Harness,
               env: dict[str, str], nodes_file: Path, inst_file: Path, tmp: Path) -> list[dict[str, object]]:
     labels_out = tmp / "topograph-aws-labels.json"
     ours, theirs, calls = [], [], {"topolabel": 0, "Topograph": 0}
     for _ in range(runs):
         server.fabric.calls.clear()  # type: ignore[attr-defined]
-        ours.append(measure([*tool, "discover", "--source", "aws", "--nodes", str(nodes_file), "--endpoint-url",
-                             server.url, "-o", "json"], env=env))  # type: ignore[attr-defined]
+        ours.append(measure([*topolabel(), "discover", "--source", "aws", "--nodes", str(nodes_file), "--endpoint-url",
+                             server.url, "-o", "json"], env=env, cwd=ROOT))  # type: ignore[attr-defined]
         calls["topolabel"] = sum(server.calls.values())  # type: ignore[attr-defined]
         server.fabric.calls.clear()  # type: ignore[attr-defined]
-        theirs.append(measure([str(binary), "aws", "-instances", str(inst_file), "-labels", str(labels_out)],
+        theirs.append(measure([str(tg.binary), "aws", "-instances", str(inst_file), "-labels", str(labels_out)],
                               env={**env, "AWS_ENDPOINT_URL_EC2": server.url}))  # type: ignore[attr-defined]
         calls["Topograph"] = sum(server.calls.values())  # type: ignore[attr-defined]
     snap = json.loads(ours[-1].stdout)["nodes"]
-    tg = topograph_labels(labels_out.read_text())
-    same = all(snap.get(n, {}).get(f"layer-{i + 1}") == tg.get(n, {}).get(key)
-               for n in snap.keys() | tg.keys() for i, key in enumerate(("core", "spine", "leaf")))
+    labels = topograph_labels(labels_out.read_text())
+    same = all(snap.get(n, {}).get(f"layer-{i + 1}") == labels.get(n, {}).get(key)
+               for n in snap.keys() | labels.keys() for i, key in enumerate(("core", "spine", "leaf")))
     us, them = Series(ours), Series(theirs)
     base = {"instances": count, "other instances in the regions": extra}
     rows = []
-    for who, series, placed in (("topolabel", us, len(snap)), (f"Topograph {topograph_version()}", them, len(tg))):
+    for who, series, placed in (("topolabel", us, len(snap)), (f"Topograph {tg.version}", them, len(labels))):
         rows.append({"tool": who, **base, "calls": calls[who.split()[0]], "placed": placed,
                      "wall s": f"{series.wall:.2f}", "CPU s": f"{series.cpu:.2f}", "peak RSS MB": f"{series.rss:.0f}"})
     rows.append({"tool": "topolabel / Topograph", **base,
@@ -309,24 +382,35 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--parts", default="ib,aws", help="comma-separated: ib, aws")
+    parser.add_argument("--parts", default="ib,aws", help="comma-separated: ib, ibsizes, aws")
+    parser.add_argument("--sizes", default="1024,8192,32768", help=f"ibsizes: HCAs, of {', '.join(map(str, SIZES))}")
     parser.add_argument("--instances", type=int, default=10_000, help="aws: the cluster's instances")
     parser.add_argument("--others", type=int, default=10_000,
                         help="aws: other placed instances added for a second row (0: none)")
+    parser.add_argument("--topograph-source", type=Path, metavar="DIR",
+                        help="a copy of Topograph's repository to build the harness from (default: the version "
+                             "bench/topograph-harness/go.mod requires, from the module proxy)")
+    parser.add_argument("--topograph-version", default="v1.0.0", help="the version --topograph-source holds")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
-    binary, tool = harness(), topolabel()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if not set(sizes) <= set(SIZES):
+        parser.error(f"--sizes: each of {', '.join(map(str, SIZES))}")
+    tg = harness(args.topograph_source, args.topograph_version if args.topograph_source else None)
     print(f"machine: {machine()}")
-    print(f"Topograph {topograph_version()} harness: {binary}")
-    print(f"topolabel: {' '.join(tool)} -> {topolabel_source(tool)}")
+    print(f"Topograph {tg.version} harness: {tg.binary}")
+    print(f"topolabel: {' '.join(topolabel())} in {topolabel_source()}")
     with tempfile.TemporaryDirectory() as tmp:
         if "ib" in parts:
             from bench.infiniband import FABRICS
 
-            ib_tables([infiniband(name, spec, Path(tmp), args.runs, tool, binary) for name, spec in FABRICS.items()])
+            ib_tables([infiniband(name, spec, Path(tmp), args.runs, tg) for name, spec in FABRICS.items()])
+        if "ibsizes" in parts:
+            print_table(f"InfiniBand captures by size, CPU s (user + system), medians of {args.runs} interleaved",
+                        ib_sizes(sizes, Path(tmp), args.runs, tg))
         if "aws" in parts:
             print_table("AWS against moto, whole processes (medians)",
-                        aws(Path(tmp), args.runs, args.instances, args.others, tool, binary))
+                        aws(Path(tmp), args.runs, args.instances, args.others, tg))
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 

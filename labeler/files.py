@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import stat
 import sys
-import tempfile
-from pathlib import Path
-from typing import BinaryIO, Iterable, Mapping
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Mapping
 
 from .errors import InputError, OutputError
+
+if TYPE_CHECKING:  # pathlib loads where files are written (start-up time of commands that only read)
+    from pathlib import Path
 
 MAX_INPUT_BYTES = 1 << 30  # no input topolabel reads is near 1 GiB; /dev/zero and the like are
 
@@ -71,6 +72,8 @@ def text_of(data: bytes, name: str) -> str:
 def write_atomic(path: str | Path, text: str) -> None:
     """Replace `path` with `text` all at once (through a symlink, its target), or raise `OutputError`. Only a
     regular file or a new path is written: a device, FIFO, socket or directory is refused, never replaced."""
+    from pathlib import Path
+
     target = Path(os.path.realpath(path))
     write_files(target.parent, {target.name: text})
 
@@ -137,8 +140,10 @@ def _discard(temps: Iterable[Path]) -> None:
 
 def _stage(target: Path, text: str) -> Path:
     """`text` in a synced temporary file beside `target`, with the target's mode (or the umask's)."""
+    import tempfile  # only to write (its import costs a reading command's start-up)
+
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    temp = Path(name)
+    temp = target.with_name(os.path.basename(name))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Collection, Mapping
 
 from .errors import TopologyError
@@ -35,6 +34,8 @@ FOREIGN_DOMAINS = {
 
 def short_hash(text: str) -> str:
     """A short, stable hash: the same input gives the same suffix on every run and machine."""
+    import hashlib  # most commands hash nothing (start-up time)
+
     return hashlib.sha256(text.encode()).hexdigest()[:HASH_LEN]
 
 
@@ -130,15 +131,11 @@ def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, i
     """
     out = _kept_values(names, current or {})
     taken = set(out.values())
-    by_value: dict[str, list[str]] = defaultdict(list)
-    for identity in sorted(set(names) - set(out)):
-        by_value[to_value(names[identity])].append(identity)
-    for value, owners in by_value.items():
-        if len(owners) == 1 and value not in taken:
-            out[owners[0]] = value
-        else:
-            for identity in owners:
-                out[identity] = _with_hash(readable(names[identity]), identity)
+    wanted = {identity: to_value(name) for identity, name in names.items() if identity not in out}
+    claims = Counter(wanted.values())
+    for identity, value in wanted.items():
+        out[identity] = value if claims[value] == 1 and value not in taken else \
+            _with_hash(readable(names[identity]), identity)
     if len(set(out.values())) != len(out):
         raise TopologyError("label value collision after hashing; rename one of the domains")
     return out

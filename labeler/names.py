@@ -7,7 +7,6 @@ short hash of their immutable content, so a change yields a new object instead o
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Mapping, Sequence
 
@@ -63,6 +62,8 @@ def camel(name: str) -> str:
 
 def hashed_name(base: str, content: Any) -> str:
     """`base` as a DNS label, then a hash of `content`: equal content, equal name; new content, new object."""
+    import json  # only Kueue's objects are named this way (start-up time)
+
     digest = short_hash(json.dumps(content, sort_keys=True))[:HASH6]
     return f"{dns_name(base, 63 - HASH6 - 1)}-{digest}"
 

@@ -8,16 +8,16 @@ import stat
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-import msgspec
-
-from .documents import load, mapping, read_document, sequence, string_map, text
 from .errors import InputError
 from .files import read_bytes, text_of
 from .gcpause import paused_gc
-from .jsonlist import RawItem, decode, raw_items
+
+if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time of commands reading none)
+    from pathlib import Path
+
+    from .jsonlist import RawItem
 
 
 # The kubelet's own conditions: Ready is `Node.ready`; the others Kubernetes acts on by itself (taints).
@@ -66,13 +66,19 @@ class NodeReader:
     are untrusted: a field of the wrong type is an `InputError` naming the node and the field."""
 
     def __init__(self, origin: str = "nodes") -> None:
+        from . import nodejson
+
+        self._json = nodejson
         self.origin = origin
         self.nodes: list[Node] = []
         self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
         self._taint_lists: dict[tuple[int, ...], tuple[Mapping[str, str], ...]] = {}
         self._condition_lists: dict[tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, str], ...]] = {}
+        self._texts: dict[tuple[Callable[[Any], Any], bytes], Any] = {}  # see `_decoded`
 
     def node(self, obj: Mapping[str, Any]) -> Node:
+        from .documents import mapping, sequence, text
+
         meta = mapping(obj.get("metadata"), f"{self.origin}: metadata")
         name = meta.get("name")
         if type(name) is not str or not name:
@@ -99,11 +105,13 @@ class NodeReader:
     def add(self, item: Any) -> None:
         """One item of a list: it must be a Node object. A raw JSON item (`read_items(raw=True)`) of the usual
         shape is decoded straight into its record; any other is decoded whole and read field by field."""
-        if isinstance(item, (memoryview, msgspec.Raw)):
+        if isinstance(item, self._json.RAW_ITEMS):
             node = self._typed(item)
             if node is not None:
                 self.nodes.append(node)
                 return
+            from .jsonlist import decode
+
             item = decode(item, self.origin)
         i = len(self.nodes)
         if not isinstance(item, dict):
@@ -117,8 +125,8 @@ class NodeReader:
         decodes only those fields: about a tenth of reading it as dicts); None for anything else, which `node`
         then reads or refuses with its messages."""
         try:
-            obj = _NODE_JSON.decode(raw)
-        except (msgspec.DecodeError, RecursionError):
+            obj = self._json.decode(raw)
+        except self._json.DECODE_ERRORS:
             return None
         meta, spec, status = obj.metadata, obj.spec, obj.status
         if obj.kind != "Node" or not meta.name:
@@ -134,13 +142,15 @@ class NodeReader:
                 elif c.type not in KUBELET_CONDITIONS:
                     found.append((c.type, c.status, c.reason, c.message))
             others = self._conditions(found) if found else ()
+        allocatable = self._decoded(status.allocatable, self._json.decode_allocatable, dict)
+        taints = self._decoded(spec.taints, self._json.decode_taints, tuple)
+        if allocatable is None or taints is None:
+            return None
         # `_strings_of`'s copy inlined: at 100,000 nodes its 200,000 calls cost 0.06 CPU s (6% of reading)
-        where, intern, labels, annotations = self.origin, sys.intern, meta.labels, meta.annotations
+        intern, labels, annotations = sys.intern, meta.labels, meta.annotations
         return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
                     dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
-                    spec.providerID, self._shared(status.allocatable, self._strings_of, where),
-                    self._taints([self._shared(t, _taint, where) for t in spec.taints]), ready, spec.unschedulable,
-                    others)
+                    spec.providerID, allocatable, taints, ready, spec.unschedulable, others)
 
     def done(self) -> list[Node]:
         """The nodes read, refusing a list that names a node twice."""
@@ -154,12 +164,16 @@ class NodeReader:
     def _strings_of(value: Any, where: str) -> dict[str, str]:
         """A string-to-string copy with its keys and values interned (a cluster repeats them); YAML may have
         typed `gpu: 8` as an int, JSON from the API never does. Not a mapping of scalars: an `InputError`."""
+        if type(value) is dict:
+            try:
+                return dict(zip(map(sys.intern, value), map(sys.intern, value.values())))
+            except TypeError:  # sys.intern takes only strings
+                pass
+        from .documents import mapping, string_map
+
         if type(value) is not dict:
             return mapping(value, where)  # {} for null, else the error
-        try:
-            return dict(zip(map(sys.intern, value), map(sys.intern, value.values())))
-        except TypeError:  # sys.intern takes only strings
-            return {sys.intern(k): sys.intern(v) for k, v in string_map(value, where).items()}
+        return {sys.intern(k): sys.intern(v) for k, v in string_map(value, where).items()}
 
     def _taints(self, taints: list[dict[str, str]]) -> tuple[Mapping[str, str], ...]:
         """One tuple of each distinct list of (shared) taints: the nodes of a pool carry the same ones. Keyed
@@ -170,6 +184,19 @@ class NodeReader:
         """Other tools' conditions (not the kubelet's), one tuple of each distinct list."""
         kept = tuple(tuple(map(sys.intern, c)) for c in found if c[0] not in KUBELET_CONDITIONS)
         return self._condition_lists.setdefault(kept, kept) if kept else ()  # type: ignore[arg-type]  # 4 fields each
+
+    def _decoded(self, text: Any, decode: Callable[[Any], Any], keep: Callable[[Any], Any]) -> Any:
+        """A field kept as its JSON text (allocatable, taints), decoded and checked once per distinct text: the
+        nodes of a pool share one copy. None when it does not have the type the API serves."""
+        key = (decode, bytes(text))
+        found = self._texts.get(key, self)
+        if found is self:
+            try:
+                found = keep(decode(text))
+            except self._json.DECODE_ERRORS:
+                found = None
+            self._texts[key] = found
+        return found
 
     def _shared(self, value: Any, copy: Callable[[Any, str], dict[str, Any]], where: str) -> dict[str, Any]:
         """One `copy` of each distinct small mapping (allocatable, a taint): thousands of nodes share a few."""
@@ -185,44 +212,10 @@ class NodeReader:
         return found
 
 
-class _Meta(msgspec.Struct):
-    name: str = ""
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-
-
-class _Spec(msgspec.Struct):
-    providerID: str = ""
-    taints: list[dict[str, str]] = []
-    unschedulable: bool = False
-
-
-class _Condition(msgspec.Struct):
-    type: str = ""
-    status: str = ""
-    reason: str = ""
-    message: str = ""
-
-
-class _Status(msgspec.Struct):
-    allocatable: dict[str, str] = {}
-    conditions: list[_Condition] = []
-
-
-class _NodeJSON(msgspec.Struct):
-    """The fields of a Node that `NodeReader` keeps, with the types the API serves them in."""
-
-    kind: str = "Node"
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-    spec: _Spec = msgspec.field(default_factory=_Spec)
-    status: _Status = msgspec.field(default_factory=_Status)
-
-
-_NODE_JSON = msgspec.json.Decoder(_NodeJSON)
-
-
 def _taint(value: Any, where: str) -> dict[str, str]:
     """A taint as its own copy of strings (`timeAdded` and all)."""
+    from .documents import string_map
+
     return dict(string_map(value, where))
 
 
@@ -267,6 +260,9 @@ def read_items(path: str | Path, kind: str, raw: bool = False) -> Iterator[Any]:
     (YAML, one object) is read whole by `load`. A file that can be read only once (stdin, a pipe, `<(...)`,
     /dev/stdin) is read into memory first, once, and then the same way. With `raw`, streamed items come as
     their JSON bytes (memoryviews) for the caller to decode."""
+    from .documents import load, read_document
+    from .jsonlist import decode, raw_items
+
     origin = str(path)
     data = None if _regular(path) else read_bytes(path)
     if data is not None or _starts_json_object(path):

@@ -123,7 +123,10 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable
     values = []
     for depth in range(len(levels)):
         identities = {p[depth] for p in paths.values()}
-        values.append(unique_values({i: _display(i, discovery.local_names) for i in identities}, carried[depth]))
+        # a domain shows its own name when names are local (its identity is its whole path)
+        shown = {i: i.rsplit(_SEP, 1)[-1] for i in identities} if discovery.local_names else \
+            dict(zip(identities, identities))
+        values.append(unique_values(shown, carried[depth]))
     names = [lv.name for lv in levels]
     labelled = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
     return Snapshot(levels, labelled, problems)
@@ -211,7 +214,3 @@ _SEP = "\x1f"
 
 def _identities(path: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(_SEP.join(path[: d + 1]) for d in range(len(path)))
-
-
-def _display(identity: str, local: bool) -> str:
-    return identity.rsplit(_SEP, 1)[-1] if local else identity

@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from hack.ibfabric import Fabric, Spec, build
 from labeler.kube import connect, request_json
 from labeler.shards import publish, read_manifest, touch
-from providers.infiniband.parse import read_fabric
+from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.published import FABRIC_LABEL, TIME_FORMAT, encode, object_name, pack, to_bytes
 from tests.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
                              lease_holder, manifest_docs, sa_kubeconfig)
@@ -367,7 +367,7 @@ def test_a_stale_or_missing_fabric_keeps_the_labels_with_an_event_and_a_conditio
         when = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=ago)
         return {"checkedAt": when.strftime(TIME_FORMAT), "collector": "gpu-x"}
 
-    blob = pack(to_bytes(encode(*read_fabric(fabric.capture_text(), "test"))))
+    blob = pack(to_bytes(encode(parse_ibnetdiscover(fabric.capture_text(), "test"))))
     publish(api, NAMESPACE, name, blob, checked(0), labels, None)
     flags = {"source": "infiniband", "ib_fabric": "compute", "ib_namespace": NAMESPACE, "ib_max_age": 600}
     with InThread(options(cluster, flags=flags, resync=1.0)) as op:

@@ -80,12 +80,18 @@ def test_a_selection_that_matches_nothing_says_so(tmp_path: Path) -> None:
 
 def test_the_fabric_model_is_left_as_it_was_and_order_is_kept() -> None:
     fabric = parse_ibnetdiscover(build(STORAGE).capture_text(), "capture")
-    nodes, cables = dict(fabric.nodes), list(fabric.cables)
+    before = (list(fabric.guids), list(fabric.descs), list(fabric.cables), dict(fabric.port_guids))
     kept, notice = exclude(fabric, Exclusion(re.compile("IBSTOR")))
-    assert fabric.nodes == nodes and fabric.cables == cables
-    assert list(kept.nodes) == [g for g in fabric.nodes if g in kept.nodes]
-    assert kept.cables == [c for c in fabric.cables if c[0] in kept.nodes and c[1] in kept.nodes]
-    assert not any("IBSTOR" in d["desc"] or d["desc"].endswith(STORAGE_DEVICE) for d in kept.nodes.values())
+    assert (fabric.guids, fabric.descs, fabric.cables, fabric.port_guids) == before
+    left = set(kept.guids)
+    assert kept.guids == [g for g in fabric.guids if g in left] and len(left) < len(fabric.guids)
+    by_guid = [(kept.guids[a], pa, kept.guids[b], pb, kept.rates[r]) for a, pa, b, pb, r in kept.cables]
+    assert by_guid == [(fabric.guids[a], pa, fabric.guids[b], pb, fabric.rates[r]) for a, pa, b, pb, r in fabric.cables
+                       if fabric.guids[a] in left and fabric.guids[b] in left]
+    assert {(kept.guids[n], p): g for (n, p), g in kept.port_guids.items()} == \
+        {(fabric.guids[n], p): g for (n, p), g in fabric.port_guids.items() if fabric.guids[n] in left}
+    assert not any("IBSTOR" in d or d.endswith(STORAGE_DEVICE) for d in kept.descs)
+    assert notice is not None and notice.startswith("left out of placement")
     assert exclude(fabric, Exclusion()) == (fabric, None)
 
 

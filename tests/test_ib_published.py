@@ -11,7 +11,7 @@ import pytest
 from hack.ibfabric import SIZED, Spec, build, random_spec
 from labeler.errors import SourceError
 from labeler.shards import SHARD_BYTES, publish, read_published
-from providers.infiniband.parse import fabric_graph, read_fabric
+from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.place import Request, place
 from providers.infiniband.published import FORMAT, decode, encode, pack, to_bytes, unpack
 from tests.conftest import SHARED
@@ -21,10 +21,10 @@ NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
 
 
 def round_trip(text: str) -> None:
-    nodes, cables = read_fabric(text, "capture")
-    back = decode(unpack(pack(to_bytes(encode(nodes, cables))), "published"), "published")
-    assert back == (nodes, cables)
-    assert place(fabric_graph(*back), Request()) == place(fabric_graph(nodes, cables), Request())
+    fabric = parse_ibnetdiscover(text, "capture")
+    back = decode(unpack(pack(to_bytes(encode(fabric))), "published"), "published")
+    assert back == fabric
+    assert place(back, Request()) == place(fabric, Request())
 
 
 def test_a_real_capture_comes_back_exactly() -> None:
@@ -40,11 +40,11 @@ def test_generated_fabrics_come_back_exactly(seed: int) -> None:
 
 def test_the_same_fabric_gives_the_same_bytes_and_a_cut_cable_other_bytes() -> None:
     fabric = build(Spec(sus=2, rails=2, hosts=3, spines=2))
-    first = to_bytes(encode(*read_fabric(fabric.capture_text(), "a")))
-    assert to_bytes(encode(*read_fabric(fabric.capture_text(), "b"))) == first
+    first = to_bytes(encode(parse_ibnetdiscover(fabric.capture_text(), "a")))
+    assert to_bytes(encode(parse_ibnetdiscover(fabric.capture_text(), "b"))) == first
     host = sorted(fabric.truth.guids)[0]
     fabric.cut(f"hca-{host}-mlx5_0", 1)
-    assert to_bytes(encode(*read_fabric(fabric.capture_text(), "c"))) != first
+    assert to_bytes(encode(parse_ibnetdiscover(fabric.capture_text(), "c"))) != first
 
 
 @pytest.mark.parametrize("doc, fragment", [
@@ -66,8 +66,8 @@ def test_a_malformed_publication_is_one_line(doc: object, fragment: str) -> None
 def test_large_fabrics_fit_one_shard_and_come_back_from_the_server(hcas: int, kube_cluster: KubeCluster) -> None:  # noqa: F811
     fabric = build(SIZED[hcas])
     assert sum(len(v) for v in fabric.truth.guids.values()) == hcas
-    nodes, cables = read_fabric(fabric.capture_text(), "generated")
-    blob = pack(to_bytes(encode(nodes, cables)))
+    parsed = parse_ibnetdiscover(fabric.capture_text(), "generated")
+    blob = pack(to_bytes(encode(parsed)))
     print(f"{hcas:,} HCAs: {len(blob):,} bytes published")
     assert len(blob) <= SHARD_BYTES  # one ConfigMap; 16 are allowed, so there is room for 20x this
     namespace = "topolabel-ibsize-test"
@@ -77,4 +77,4 @@ def test_large_fabrics_fit_one_shard_and_come_back_from_the_server(hcas: int, ku
     publish(api, namespace, name, blob, {}, {"app.kubernetes.io/managed-by": "topolabel"}, None)
     found = read_published(api, namespace, name)
     assert found is not None and hashlib.sha256(found[1]).digest() == hashlib.sha256(blob).digest()
-    assert decode(unpack(found[1], name), name) == (nodes, cables)
+    assert decode(unpack(found[1], name), name) == parsed

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from hack.ibfabric import SIZED, Spec, build, random_spec
 from labeler.errors import TopolabelError
-from providers.infiniband.parse import fabric_graph, read_fabric
+from providers.infiniband.fabric import Fabric
+from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.place import Request, place
 from tests.conftest import SHARED
 from tests.ibsim import needs_ibsim, simulate
@@ -109,18 +111,31 @@ def digest(value: object) -> str:
 def digests(text: str) -> tuple[str, str]:
     """(what was read, what was placed), each as a digest of its every detail in order."""
     try:
-        nodes, cables = read_fabric(text, "capture")
+        fabric = parse_ibnetdiscover(text, "capture")
     except TopolabelError as exc:
         return digest(["error", type(exc).__name__, str(exc)]), ""
-    read = [[[guid, data["kind"], data["desc"], data["nports"], list(data["port_guids"].items())]
-             for guid, data in nodes.items()],
-            [[u, v, list(data["ends"].items()), data["width"], data["speed"]] for u, v, data in cables]]
     try:
-        found = place(fabric_graph(nodes, cables), Request())
+        found = place(fabric, Request())
     except TopolabelError as exc:
-        return digest(read), digest(["error", type(exc).__name__, str(exc)])
+        return digest(as_recorded(fabric)), digest(["error", type(exc).__name__, str(exc)])
     placed = [found.level_names, sorted(found.paths.items()), [[p.message, p.node] for p in found.problems]]
-    return digest(read), digest(placed)
+    return digest(as_recorded(fabric)), digest(placed)
+
+
+def as_recorded(fabric: Fabric) -> list:
+    """The fabric in the shape the digests were recorded from (a record per node, its port GUIDs in the order
+    given; a record per cable with its ends by GUID), so the columns must hold exactly what that held."""
+    port_guids: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for (node, port), port_guid in fabric.port_guids.items():
+        port_guids[node].append((port, port_guid))
+    nodes = [[guid, kind, desc, nports, port_guids[node]]
+             for node, (guid, kind, desc, nports) in enumerate(zip(fabric.guids, fabric.kinds, fabric.descs,
+                                                                   fabric.nports))]
+    cables = []
+    for a, port_a, b, port_b, rate in fabric.cables:
+        ends = {fabric.guids[a]: port_a, fabric.guids[b]: port_b}
+        cables.append([fabric.guids[a], fabric.guids[b], list(ends.items()), *fabric.rates[rate]])
+    return [nodes, cables]
 
 
 def text_of(case: str) -> str:

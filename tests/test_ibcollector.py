@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from labeler.errors import InputError
+from providers.infiniband.fabric import Fabric
 from providers.infiniband.sysfs import read_devices
 from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
 from topolabel.cli import main
@@ -57,10 +58,15 @@ def test_bad_fabric_names_are_one_line(spec: str, fragment: str) -> None:
 def test_a_port_missing_from_the_discovery_is_a_notice(tmp_path: Path) -> None:
     ports = fabric_ports(node(tmp_path), {})["fe80000000000000"]
     collector = Collector(None, Settings(namespace="ns", node="gpu-1", identity="c"))
-    assert collector.notices("fe80000000000000", ports, {0xA0: {}, 0xB0: {}}) == []
-    [notice] = collector.notices("fe80000000000000", ports, {0xA0: {}})
+    assert collector.notices("fe80000000000000", ports, hcas(0xA0, 0xB0)) == []
+    [notice] = collector.notices("fe80000000000000", ports, hcas(0xA0))
     assert notice.startswith("gpu-1: mlx5_1 port 1 counted in fabric fe80000000000000 but not in the discovery from "
                              "mlx5_0 port 1: two subnets share the subnet prefix")
+
+
+def hcas(*guids: int) -> Fabric:
+    """A fabric of these HCAs alone (what `notices` reads of a discovery is which node GUIDs it holds)."""
+    return Fabric(list(guids), ["ca"] * len(guids), [""] * len(guids), [1] * len(guids), [], [])
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -54,13 +54,15 @@ Ca	1 "H-0002c90300005680"		# "MT4129 ConnectX7   Mellanox Technologies"
 
 
 def test_guids_are_compared_as_integers() -> None:
-    graph = parse_ibnetdiscover(SMALL, "small")
-    assert set(graph.nodes) == {0x2C90300001234, 0x2C90300009999, 0x2C90300005670, 0x2C90300005680}
-    assert graph.number_of_edges() == 3  # each cable once, though both ends list it
-    assert graph.nodes[0x2C90300005670]["port_guids"] == {1: 0x2C90300005671}
-    (_, _, uplink), = graph.edges(0x2C90300009999, data=True)
-    assert uplink["ends"] == {0x2C90300001234: 35, 0x2C90300009999: 1}
-    assert (uplink["width"], uplink["speed"]) == (1, "HDR")
+    fabric = parse_ibnetdiscover(SMALL, "small")
+    assert set(fabric.guids) == {0x2C90300001234, 0x2C90300009999, 0x2C90300005670, 0x2C90300005680}
+    assert len(fabric.cables) == 3  # each cable once, though both ends list it
+    node = fabric.index
+    assert fabric.port_guids[(node[0x2C90300005670], 1)] == 0x2C90300005671
+    (peer, peer_port, cable), = fabric.ports[node[0x2C90300009999]].values()
+    assert (fabric.guids[peer], peer_port) == (0x2C90300001234, 35)
+    assert fabric.cables[cable][:4] == (node[0x2C90300001234], 35, node[0x2C90300009999], 1)
+    assert fabric.rate(cable) == (1, "HDR")
     assert parse_guid("0x0002c90300001234") == parse_guid("2c90300001234") == parse_guid("0002:c903:0000:1234")
 
 
@@ -68,9 +70,9 @@ def test_node_name_map_renames_like_ibnetdiscover_does() -> None:
     names = parse_node_name_map('# comment\n0x2c90300005680 "node-b mlx5_0"  # fixed\n\n0x2c90300009999 spine-1\n',
                                 "map")
     assert names == {0x2C90300005680: "node-b mlx5_0", 0x2C90300009999: "spine-1"}
-    graph = parse_ibnetdiscover(SMALL, "small", names)
-    assert graph.nodes[0x2C90300005680]["desc"] == "node-b mlx5_0"
-    assert graph.nodes[0x2C90300009999]["desc"] == "spine-1"
+    fabric = parse_ibnetdiscover(SMALL, "small", names)
+    assert fabric.descs[fabric.index[0x2C90300005680]] == "node-b mlx5_0"
+    assert fabric.descs[fabric.index[0x2C90300009999]] == "spine-1"
 
 
 @pytest.mark.parametrize("text, fragment", [

@@ -82,7 +82,7 @@ def parser(prog: str = "topolabel", command: str | None = None, source: str | No
     for name, summary in COMMANDS.items():
         if command in (None, name, "completion"):
             importlib.import_module(f"{__package__}.commands.{name}").register(sub, parents)
-        else:
+        elif source is None:  # the narrow parser reads one command; any other is the whole parser's to read
             sub.add_parser(name, help=summary)
     return top
 

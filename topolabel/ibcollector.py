@@ -36,10 +36,11 @@ from labeler.names import MANAGED_BY
 from labeler.shards import publish, read_manifest, touch
 from providers.base import regex
 from providers.infiniband.command import run_ibnetdiscover
-from providers.infiniband.parse import Nodes, read_fabric
+from providers.infiniband.fabric import Fabric
+from providers.infiniband.parse import parse_ibnetdiscover
+from providers.infiniband.portrecord import increases
 from providers.infiniband.published import (ERRORS_AT, FABRIC_LABEL, FORMAT, PORT_ERRORS, TIME_FORMAT, encode,
                                            encode_errors, object_name, pack, to_bytes)
-from providers.infiniband.portrecord import increases
 from providers.infiniband.queryerrors import PortErrors, parse_queryerrors, run_queryerrors
 from providers.infiniband.sysfs import Device, read_devices
 
@@ -164,19 +165,19 @@ class Collector:
         port = ports[0]
         origin = f"ibnetdiscover -C {port.device} -P {port.port}"
         text = run_ibnetdiscover(port.device, self.settings.timeout, self.settings.ibnetdiscover, port.port)
-        nodes, cables = read_fabric(text, origin)
-        kinds = [data["kind"] for data in nodes.values()]
+        fabric = parse_ibnetdiscover(text, origin)
+        kinds = fabric.kinds
         if "switch" not in kinds:
             raise SourceError(f"{origin}: no switch in the fabric (port down, or no subnet manager?); "
                               "the published fabric is left as it is")
-        raw = to_bytes(encode(nodes, cables))
+        raw = to_bytes(encode(fabric))
         digest = hashlib.sha256(raw).hexdigest()
         now = _now()
         info = {"fabric": name, "format": FORMAT, "fabricHash": digest, "checkedAt": now,
                 "collector": self.settings.node, "ranFrom": f"{port.device} port {port.port}",
                 "subnetPrefix": f"{port.subnet_prefix:016x}", "smLid": str(port.sm_lid),
                 "hcas": str(kinds.count("ca")), "switches": str(kinds.count("switch")),
-                "notices": json.dumps(self.notices(name, ports, nodes))}
+                "notices": json.dumps(self.notices(name, ports, fabric))}
         if self.settings.errors:
             info.update(self.port_errors(name, port))
         namespace = self.settings.namespace
@@ -211,9 +212,9 @@ class Collector:
         rises = {key: rise for key, values in counters.items() if (rise := increases(values, last[1].get(key, {})))}
         return {PORT_ERRORS: encode_errors(rises, now - last[0]), ERRORS_AT: _now()}
 
-    def notices(self, name: str, ports: list[FabricPort], nodes: Nodes) -> list[str]:
+    def notices(self, name: str, ports: list[FabricPort], fabric: Fabric) -> list[str]:
         """This node's ports counted in the fabric that its discovery did not reach: they are on another subnet."""
-        missing = [p for p in ports if p.node_guid not in nodes]
+        missing = [p for p in ports if p.node_guid not in fabric.index]
         if not missing:
             return []
         hint = ("its pattern (--ib-fabric) matches HCAs on another subnet" if self.settings.named

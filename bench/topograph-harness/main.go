@@ -5,8 +5,10 @@
 //
 // Each mode builds the topology.Graph the matching Topograph provider returns, then both of Topograph's
 // outputs from it: the Slurm engine's topology.conf (topology/tree) and the Kubernetes engine's node labels
-// (its topology labeler with its default keys, collected here instead of patched onto nodes). It prints one
-// JSON object on stdout: phase timings in seconds and counts; exit 2 with one line on stderr on an error.
+// (its topology labeler with its default keys, collected here instead of patched onto nodes). The labeler's
+// API changed in v1.0.0: labels_v0.go calls v0.5.0's, labels_v1.go (build tag topograph_v1) v1.0.0's.
+// It prints one JSON object on stdout: phase timings in seconds and counts; exit 2 with one line on stderr
+// on an error.
 package main
 
 import (
@@ -16,7 +18,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/NVIDIA/topograph/pkg/engines/k8s"
 	"github.com/NVIDIA/topograph/pkg/engines/slurm"
 	"github.com/NVIDIA/topograph/pkg/topology"
 )
@@ -44,9 +45,8 @@ func render(ctx context.Context, graph *topology.Graph) (*outputs, error) {
 		return nil, fmt.Errorf("slurm output: %s", httpErr.Error())
 	}
 	mid := time.Now()
-	k8s.InitLabels(k8s.DefaultLabelAccelerator, k8s.DefaultLabelLeaf, k8s.DefaultLabelSpine, k8s.DefaultLabelCore)
 	labels := labelSink{}
-	if err := k8s.NewTopologyLabeler().ApplyNodeLabels(ctx, graph, labels); err != nil {
+	if err := nodeLabels(ctx, graph, labels); err != nil {
 		return nil, fmt.Errorf("node labels: %w", err)
 	}
 	return &outputs{conf, labels, mid.Sub(start).Seconds(), time.Since(mid).Seconds()}, nil

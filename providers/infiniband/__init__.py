@@ -74,17 +74,16 @@ def discover(ctx: SourceContext) -> Discovery:
 def _published_fabric(opts: options.InfinibandOptions, ctx: SourceContext,
                      names: dict[int, str] | None) -> tuple[Any, str, list[str]]:
     """The fabric the collector published, renamed by a node-name-map like ibnetdiscover output would be."""
-    from .parse import fabric_graph
     from .published import read_fabric_from
 
     if ctx.cluster is None:
         raise SourceError("infiniband: --ib-fabric reads the fabric published in the cluster; give --kubeconfig")
     assert opts.ib_fabric is not None
     found = read_fabric_from(ctx.cluster(), opts.ib_namespace, opts.ib_fabric, opts.ib_max_age)
-    nodes = found.nodes
+    fabric = found.fabric
     if names:
-        nodes = {guid: {**data, "desc": names[guid]} if guid in names else data for guid, data in nodes.items()}
-    return fabric_graph(nodes, found.cables), found.origin, [f"{found.origin}: {n}" for n in found.notices]
+        fabric.descs = [names.get(guid, desc) for guid, desc in zip(fabric.guids, fabric.descs)]
+    return fabric, found.origin, [f"{found.origin}: {n}" for n in found.notices]
 
 
 def _read_text(path: str) -> str:

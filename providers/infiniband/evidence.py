@@ -19,9 +19,9 @@ from typing import Mapping
 from labeler.isolation import Finding
 
 from .fabric import Fabric
-from .hosts import Hca
 from .health import slow_links, uplink_gaps
-from .place import Request, survey
+from .hosts import links
+from .place import Request, Survey, survey
 from .portrecord import increases
 from .queryerrors import PortErrors
 
@@ -50,18 +50,17 @@ class Readings:
 def fabric_evidence(fabric: Fabric, request: Request, uplink_loss: float, limits: Mapping[str, int],
                     known: Mapping[str, list[str]] | None = None, readings: Readings | None = None) -> FabricEvidence:
     seen = survey(fabric, request)
-    names, out = seen.names, FabricEvidence()
+    names, host_of, out = seen.names, seen.host_of, FabricEvidence()
     behind: dict[int, list[str]] = {}  # leaf -> hosts cabled to it
-    for hca in seen.selected:
-        for leaf, _, _ in hca.links:
-            behind.setdefault(leaf, []).append(hca.host)  # type: ignore[arg-type]
-            out.hosts.setdefault(hca.host, []).append(names[leaf])  # type: ignore[arg-type]
+    for hca, host in host_of.items():
+        for leaf, _, _ in links(fabric, hca):
+            behind.setdefault(leaf, []).append(host)
+            out.hosts.setdefault(host, []).append(names[leaf])
     out.hosts = {h: sorted(set(leaves)) for h, leaves in out.hosts.items()}
-    owner = {g: h for h in seen.selected for g in (h.guid, *h.port_guids)}
-    for message, guids in slow_links(fabric, seen.tiers, names):
-        for guid in guids:
-            if guid in owner:
-                out.findings.append(Finding(owner[guid].host, "rate", message))  # type: ignore[arg-type]
+    for message, hcas in slow_links(fabric, seen.tiers, names):
+        for hca in hcas:
+            if hca in host_of:
+                out.findings.append(Finding(host_of[hca], "rate", message))
     for host, leaves in sorted(seen.groups.missing.items()):
         missing = ", ".join(sorted(names[leaf] for leaf in leaves))
         out.findings.append(Finding(host, "link", f"no link to leaf {missing} of its leafgroup (cable out or HCA "
@@ -81,13 +80,16 @@ def fabric_evidence(fabric: Fabric, request: Request, uplink_loss: float, limits
                                                              f"{', '.join(was_behind)}): its leaf is cut off, or every "
                                                              "cable of its HCAs is down", scope=scope))
     if readings is not None:
-        _errors(fabric, owner, names, readings, limits, out)
+        _errors(fabric, seen, readings, limits, out)
     return out
 
 
-def _errors(fabric: Fabric, owner: Mapping[int, Hca], names: Mapping[int, str], readings: Readings,
-            limits: Mapping[str, int], out: FabricEvidence) -> None:
+def _errors(fabric: Fabric, seen: Survey, readings: Readings, limits: Mapping[str, int], out: FabricEvidence) -> None:
     """Counter increases past their limits, on a host's HCA port or on the leaf port facing it."""
+    host_of, names = seen.host_of, seen.names
+    owner = {fabric.guids[hca]: hca for hca in host_of}  # an HCA by its GUID or any of its port GUIDs
+    owner.update((port_guid, node) for (node, _), port_guid in fabric.port_guids.items() if node in host_of)
+    device = dict(zip(seen.hcas.nodes, seen.hcas.devices))
     for (guid, port), counters in sorted(readings.errors.items()):
         key = f"{guid:016x}/{port}"
         out.counters[key] = dict(counters)
@@ -98,16 +100,18 @@ def _errors(fabric: Fabric, owner: Mapping[int, Hca], names: Mapping[int, str], 
         text = ", ".join(f"{k} +{v}" for k, v in over.items())
         hca, where = owner.get(guid), ""
         if hca is not None:
-            where = f"{hca.device or f'HCA 0x{hca.guid:016x}'} port {port}"
-        elif guid in fabric.nodes:
-            peer = next((p for p, cables in fabric.adj[guid].items() for c in cables if c["ends"][guid] == port), None)
-            hca = owner.get(peer) if peer is not None else None
-            where = f"leaf {names.get(guid, f'0x{guid:016x}')} port {port}, facing its HCA"
+            where = f"{device[hca] or f'HCA 0x{fabric.guids[hca]:016x}'} port {port}"
+        elif guid in fabric.index:
+            node = fabric.index[guid]
+            end = fabric.ports[node].get(port)
+            hca = end[0] if end is not None and end[0] in host_of else None
+            name = names.get(node, f"0x{guid:016x}")
+            where = f"leaf {name} port {port}, facing its HCA"
             if hca is None:
-                out.notices.append(f"switch {names.get(guid, f'0x{guid:016x}')} port {port}: {text}")
+                out.notices.append(f"switch {name} port {port}: {text}")
                 continue
         if hca is None:
             out.notices.append(f"port 0x{guid:016x}/{port} (not in the fabric discovered): {text}")
             continue
         flap = " (the link went down: it flaps)" if "link_downed" in over else ""
-        out.findings.append(Finding(hca.host, "errors", f"{where}: {text}{flap}", at=readings.at))  # type: ignore[arg-type]
+        out.findings.append(Finding(host_of[hca], "errors", f"{where}: {text}{flap}", at=readings.at))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import gt, itemgetter
 from typing import Mapping
 
 from .fabric import Fabric
@@ -17,6 +19,7 @@ from .parse import SPEEDS
 from .tiers import Tiers
 
 _PLURAL = {1: "leaves", 2: "spines"}
+_PEER = itemgetter(0)  # of a port's (peer, peer port, cable)
 
 
 def _rate(width: int | None, speed: str | None) -> str:
@@ -24,46 +27,74 @@ def _rate(width: int | None, speed: str | None) -> str:
 
 
 def slow_links(fabric: Fabric, tiers: Tiers, names: Mapping[int, str]) -> list[tuple[str, tuple[int, ...]]]:
-    """(message, HCA GUIDs on the link) for every link narrower or slower than usual for its kind.
+    """(message, HCA nodes on the link) for every link narrower or slower than usual for its kind.
 
-    Links are counted by (width, speed) pair, and only those of a pair below the usual rate are looked at
-    again: in a healthy fabric that is none of its tens of thousands."""
-    kinds: dict[tuple[int, int], list] = defaultdict(list)
-    rank = tiers.ranks.get
-    seen: set[int] = set()
-    for u, peers in fabric.adj.items():  # every cable once, in the order of Fabric.edges()
-        ru = rank(u, 0)
-        for v, cables in peers.items():
-            if v in seen:
-                continue
-            rv = rank(v, 0)
-            if rv < ru:
-                kinds[(rv, ru)].append((v, u, cables))  # lower end first
-            elif rv > 0:
-                kinds[(ru, rv)].append((u, v, cables))
-        seen.add(u)
+    Links are counted by kind and rate over whole columns; only a kind with some rate below its usual one
+    (or a tie for the usual one, which the listing order settles) is walked link by link, in the order
+    reports always listed them: in a healthy fabric, none of its tens of thousands."""
     found = []
-    for kind in sorted(kinds):
-        links = [(a, b, data) for a, b, cables in kinds[kind] for data in cables]
-        rates = Counter((d["width"], d["speed"]) for _, _, d in links)
+    for kind, rates in sorted(_rates_by_kind(fabric, tiers).items()):
         usual = _usual(rates)
         if usual is None:
             continue
+        links: list[tuple[int, int, int]] = []
+        if _tied(rates) or any(_below(rate, *usual) for rate in rates):
+            links = _links_of_kind(fabric, tiers, kind)
+            usual = _usual(Counter(fabric.rate(cable) for _, _, cable in links))
+            assert usual is not None
         width, speed = usual
-        low = {rate for rate in rates if _below(rate, width, speed)}
-        for a, b, data in links if low else ():
-            if (data["width"], data["speed"]) in low:
-                ends = " - ".join(f"{tiers.name(g)} {names.get(g, f'0x{g:016x}')} port {data['ends'][g]}"
-                                  for g in (b, a))
-                message = (f"{ends}: runs {_rate(data['width'], data['speed'])}, expected {_rate(width, speed)} "
+        for a, b, cable in links:
+            a_end, pa, b_end, pb, _ = fabric.cables[cable]
+            rate = fabric.rate(cable)
+            if _below(rate, width, speed):
+                port = {a_end: pa, b_end: pb}
+                ends = " - ".join(f"{tiers.name(n)} {names.get(n, f'0x{fabric.guids[n]:016x}')} port {port[n]}"
+                                  for n in (b, a))
+                message = (f"{ends}: runs {_rate(*rate)}, expected {_rate(width, speed)} "
                            f"like most {tiers.name(a)}-{tiers.name(b)} links")
-                found.append((message, tuple(g for g in (a, b) if tiers.rank(g) == 0)))
+                found.append((message, tuple(n for n in (a, b) if tiers.rank(n) == 0)))
+    return found
+
+
+def _rates_by_kind(fabric: Fabric, tiers: Tiers) -> dict[tuple[int, int], Counter]:
+    """(lower rank, upper rank) -> how many of its links run at each (width, speed), HCA-HCA links left out."""
+    if not fabric.cables:
+        return {}
+    rank = tiers.rank_list(len(fabric.guids))
+    a, _, b, _, rate = zip(*fabric.cables)
+    counted = Counter(zip(map(rank.__getitem__, a), map(rank.__getitem__, b), rate))
+    kinds: dict[tuple[int, int], Counter] = defaultdict(Counter)
+    for (ra, rb, index), count in counted.items():
+        if ra or rb:
+            kinds[(min(ra, rb), max(ra, rb))][fabric.rates[index]] += count
+    return kinds
+
+
+def _links_of_kind(fabric: Fabric, tiers: Tiers, kind: tuple[int, int]) -> list[tuple[int, int, int]]:
+    """(lower end, upper end, cable) for the cables between ranks `kind`, in the order of `Fabric.edges`."""
+    found = []
+    for u, v, cable in fabric.edges():
+        ru, rv = tiers.rank(u), tiers.rank(v)
+        if (min(ru, rv), max(ru, rv)) == kind:
+            found.append((v, u, cable) if rv < ru else (u, v, cable))
     return found
 
 
 def _usual(rates: Counter) -> tuple[int, str] | None:
     """The most common known width and speed (each the first listed on a tie); None when either is unknown
     on every link."""
+    widths, speeds = _widths_and_speeds(rates)
+    if not widths or not speeds:
+        return None
+    return widths.most_common(1)[0][0], speeds.most_common(1)[0][0]
+
+
+def _tied(rates: Counter) -> bool:
+    """Whether the most common width or speed shares its count with another (then the first listed wins)."""
+    return any(len(c) > 1 and c.most_common(2)[1][1] == c.most_common(1)[0][1] for c in _widths_and_speeds(rates))
+
+
+def _widths_and_speeds(rates: Counter) -> tuple[Counter, Counter]:
     widths: Counter = Counter()
     speeds: Counter = Counter()
     for (width, speed), count in rates.items():  # in the order each pair was first listed
@@ -71,9 +102,7 @@ def _usual(rates: Counter) -> tuple[int, str] | None:
             widths[width] += count
         if speed:
             speeds[speed] += count
-    if not widths or not speeds:
-        return None
-    return widths.most_common(1)[0][0], speeds.most_common(1)[0][0]
+    return widths, speeds
 
 
 def _below(rate: tuple[int | None, str | None], width: int, speed: str) -> bool:
@@ -83,7 +112,8 @@ def _below(rate: tuple[int | None, str | None], width: int, speed: str) -> bool:
 
 @dataclass(frozen=True)
 class UplinkGap:
-    """Uplink ports more than half of a switch's peers (same tier, same block) have cabled and it has not."""
+    """Uplink ports more than half of a switch's peers (same tier, same block) have cabled and it has not
+    (switch and block are fabric nodes)."""
 
     switch: int
     rank: int
@@ -99,16 +129,20 @@ def uplink_gaps(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int], names
     groups: dict[tuple[int, int | None], list[int]] = defaultdict(list)
     for switch in tiers.leaves | tiers.spines:
         groups[(tiers.rank(switch), block_of.get(switch))].append(switch)
+    guid = fabric.guids.__getitem__
+    rank_of = tiers.rank_list(len(fabric.guids))
     found = []
-    for (rank, block), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
+    by_tier_and_block = sorted(groups.items(), key=lambda kv: (kv[0][0], 0 if kv[0][1] is None else guid(kv[0][1])))
+    for (rank, block), members in by_tier_and_block:
         if len(members) < 3:
             continue  # a majority of two says nothing
-        cabled = {s: _ports(fabric, s) for s in members}
-        uplinks = {s: {port for port, peer in cabled[s].items() if tiers.rank(peer) > rank} for s in members}
+        uplinks = {s: _uplinks(fabric.ports[s], rank_of, rank) for s in members}
         usage = Counter(port for ports in uplinks.values() for port in ports)
         expected = {port for port, count in usage.items() if count * 2 > len(members)}
+        if all(expected <= fabric.ports[s].keys() for s in members):
+            continue  # the usual case: nothing missing
         for switch in sorted(members, key=lambda s: names.get(s, "")):
-            missing = tuple(sorted(expected - set(cabled[switch])))
+            missing = tuple(sorted(expected - fabric.ports[switch].keys()))
             if missing:
                 found.append(UplinkGap(switch, rank, block, missing, len(expected), usage, len(members)))
     return found
@@ -121,12 +155,13 @@ def missing_uplinks(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int],
     found = []
     for gap in uplink_gaps(fabric, tiers, block_of, names):
         where = f"block {block_names[gap.block]}" if gap.block in block_names else "the fabric"
+        name = names.get(gap.switch, f"0x{fabric.guids[gap.switch]:016x}")
         for port in gap.missing:
-            found.append(f"{tiers.name(gap.switch)} {names.get(gap.switch, f'0x{gap.switch:016x}')} port {port}: no "
-                         f"link, but {gap.usage[port]} of {gap.peers} {_PLURAL[gap.rank]} in {where} have an uplink "
-                         "on this port (cable missing or down)")
+            found.append(f"{tiers.name(gap.switch)} {name} port {port}: no link, but {gap.usage[port]} of {gap.peers} "
+                         f"{_PLURAL[gap.rank]} in {where} have an uplink on this port (cable missing or down)")
     return found
 
 
-def _ports(fabric: Fabric, switch: int) -> dict[int, int]:
-    return {data["ends"][switch]: peer for peer, cables in fabric.adj[switch].items() for data in cables}
+def _uplinks(ports: dict[int, tuple[int, int, int]], rank_of: list[int], rank: int) -> list[int]:
+    """The ports of a switch of `rank` cabled to a higher rank (whole columns, no loop per port)."""
+    return list(compress(ports, map(gt, map(rank_of.__getitem__, map(_PEER, ports.values())), repeat(rank))))

@@ -18,13 +18,14 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from itertools import compress, repeat
+from typing import Any, Callable, Mapping, Sequence, cast
 
 from labeler.errors import InputError
 from labeler.nodes import Node
 
-from .options import ANNOTATION
 from .fabric import Fabric
+from .options import ANNOTATION
 from .parse import parse_guid
 
 # Descriptions an adapter ships with (no host in them), and host names an image boots with before it is named.
@@ -42,20 +43,38 @@ class Owner:
 
 
 @dataclass
-class Hca:
-    """A host HCA in the fabric and the switch ports it is cabled to: (switch GUID, switch port, own port)."""
+class Hcas:
+    """The fabric's host HCAs, sorted by GUID, as columns (no object per HCA: there are tens of thousands).
 
-    guid: int
-    desc: str
-    port_guids: tuple[int, ...]
-    links: list[tuple[int, int, int]]
-    host: str | None = None
-    device: str | None = None
-    unknown: str = ""  # why `host` is None
+    `hosts[i]` is HCA i's host (a node name) or None, then `unknown[i]` says why."""
 
-    @property
-    def label(self) -> str:
-        return f"HCA 0x{self.guid:016x} ({self.desc!r})"
+    nodes: list[int]
+    guids: list[int]
+    descs: list[str]
+    hosts: list[str | None] = field(default_factory=list)
+    devices: list[str | None] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def label(self, i: int) -> str:
+        return f"HCA 0x{self.guids[i]:016x} ({self.descs[i]!r})"
+
+    def counted(self, pattern: re.Pattern | None) -> dict[int, str]:
+        """Fabric node -> host of the HCAs that place their host: a host known, and the device matching the
+        pattern (one whose device name is unknown counts too); in GUID order."""
+        if pattern is None:
+            return cast("dict[int, str]", dict(compress(zip(self.nodes, self.hosts), self.hosts)))  # hosts, no None
+        return {node: host for node, host, device in zip(self.nodes, self.hosts, self.devices)
+                if host and (device is None or pattern.search(device))}
+
+
+def links(fabric: Fabric, node: int) -> list[tuple[int, int, int]]:
+    """An HCA's switch links as (switch, switch port, own port), by switch GUID (for reports about it)."""
+    found = [(peer, peer_port, port) for port, (peer, peer_port, _) in fabric.ports[node].items()
+             if fabric.kinds[peer] == "switch"]
+    return sorted(found, key=lambda link: (fabric.guids[link[0]], link[1], link[2]))
 
 
 @dataclass
@@ -137,69 +156,101 @@ def describe(desc: str) -> tuple[str | None, str | None, str]:
     return host, device.strip() or None, ""
 
 
-def host_hcas(fabric: Fabric) -> tuple[list[Hca], int]:
-    """Every host HCA with its switch links, and how many SHARP aggregation nodes were left out."""
-    nodes = fabric.nodes
-    links: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
-    for u, v, data in fabric.cables:
-        ku, kv = nodes[u]["kind"], nodes[v]["kind"]
-        if ku == "ca" and kv == "switch":
-            links[u].append((v, data["ends"][v], data["ends"][u]))
-        elif kv == "ca" and ku == "switch":
-            links[v].append((u, data["ends"][u], data["ends"][v]))
-    hcas, aggregation = [], 0
-    for guid in sorted(nodes):
-        data = nodes[guid]
-        if data["kind"] != "ca":
-            continue
-        if AGGREGATION in data["desc"].lower():
-            aggregation += 1
-            continue
-        hcas.append(Hca(guid, data["desc"], tuple(data["port_guids"].values()), sorted(links[guid])))
-    return hcas, aggregation
+def describe_all(descs: Sequence[str]) -> tuple[list[str | None], list[str | None], list[str]]:
+    """`describe` of every description, as (hosts, devices, whys) columns.
+
+    Whole columns at once when no description is a vendor default, names a generic host or holds a line
+    end (so every one splits into host and device as it stands); otherwise one at a time."""
+    stripped = list(map(str.strip, descs))
+    joined = "\n".join(stripped)
+    if stripped and joined.count("\n") == len(stripped) - 1 and not _maybe_default(joined):
+        hosts, _, devices = zip(*map(str.partition, stripped, repeat(" ")))
+        if GENERIC_HOSTS.isdisjoint("\n".join(hosts).lower().split("\n")):
+            devices = tuple(map(str.strip, devices))
+            return list(hosts), [d or None for d in devices] if "" in devices else list(devices), [""] * len(descs)
+    hosts_, devices_, whys = zip(*map(describe, descs)) if descs else ((), (), ())
+    return list(hosts_), list(devices_), list(whys)
 
 
-def assign_owners(hcas: Sequence[Hca], guids: GuidMap, resolve: Callable[[str], str | None]) -> list[tuple[str, str]]:
+def _maybe_default(joined: str) -> bool:
+    """Whether any of the stripped descriptions joined by newlines may be a default one: an empty line, a line
+    starting `MT`, `technologies` in any case anywhere, or any letter outside ASCII (which `(?i)` may take for
+    one of its letters). Plain string searches, not the expression tried at every position."""
+    text = f"\n{joined}\n"
+    return "\n\n" in text or "\nMT" in text or not joined.isascii() or "technologies" in joined.lower()
+
+
+def host_hcas(fabric: Fabric) -> tuple[Hcas, int]:
+    """Every host HCA, and how many SHARP aggregation nodes were left out."""
+    kinds, descs, guids = fabric.kinds, fabric.descs, fabric.guids
+    cas = [node for node, kind in enumerate(kinds) if kind == "ca"]
+    aggregation = 0
+    if AGGREGATION in "\n".join(map(descs.__getitem__, cas)).lower():
+        kept = [node for node in cas if AGGREGATION not in descs[node].lower()]
+        aggregation, cas = len(cas) - len(kept), kept
+    cas.sort(key=guids.__getitem__)
+    return Hcas(cas, list(map(guids.__getitem__, cas)), list(map(descs.__getitem__, cas))), aggregation
+
+
+def assign_owners(hcas: Hcas, fabric: Fabric, guids: GuidMap,
+                  resolve: Callable[[str], str | None]) -> list[tuple[str, str]]:
     """Set each HCA's host (a node name via `resolve(name)`) and device; returns (node, message) for each node
     in a contested claim (see the module's docstring), which the caller reports as claims.
 
     HCAs whose description is shared with another HCA cannot be told apart and stay unknown.
     """
+    hosts, devices, whys = describe_all(hcas.descs)
+    shared = Counter(hcas.descs) if len(set(hcas.descs)) < len(hcas.descs) else None
+    if shared is None and not guids.claims and not guids.annotated and resolve is str.lower and None not in hosts:
+        # the usual case, whole columns at once: every HCA names its host, and hosts are node names as they are
+        hcas.hosts[:] = "\n".join(cast("list[str]", hosts)).lower().split("\n")
+        hcas.devices, hcas.unknown = devices, whys
+        return []
     contested: list[tuple[str, str]] = []
-    shared = Counter(h.desc for h in hcas)
-    for hca in hcas:
-        host, device, why = describe(hca.desc)
-        if host and shared[hca.desc] > 1:
-            host, why = None, f"description is on {shared[hca.desc]} HCAs"
-        owners = guids.claimants((hca.guid, *hca.port_guids)) if guids.claims else {}
+    port_guids = _port_guids_by_node(fabric) if guids.claims else {}
+    for i, desc in enumerate(hcas.descs):
+        host, device, why = hosts[i], devices[i], whys[i]
+        if host and shared and shared[desc] > 1:
+            host, why = None, f"description is on {shared[desc]} HCAs"
+        owners = guids.claimants((hcas.guids[i], *port_guids.get(hcas.nodes[i], ()))) if guids.claims else {}
         named = (resolve(host) or host) if host else None
         mapped = {resolve(node) or node: owner for node, owner in owners.items()}
         disowned = named is not None and named in guids.annotated and named not in mapped
         claims = {**mapped, **({named: Owner(named, device)} if named and (mapped or disowned) else {})}
+        owner_host: str | None = None
         if len(claims) > 1 or disowned:
-            hca.device = device or next(iter(claims.values())).device
-            hca.unknown = f"claimed by {', '.join(sorted(claims))}" + (" (not in its own annotation)" if disowned else "")
+            device = device or next(iter(claims.values())).device
+            why = f"claimed by {', '.join(sorted(claims))}" + (" (not in its own annotation)" if disowned else "")
             for node in sorted(claims):
-                contested.append((node, _contest(hca, node, named, mapped, disowned)))
+                contested.append((node, _contest(hcas.label(i), node, named, mapped, disowned)))
         elif mapped:
-            node, owner = next(iter(mapped.items()))
-            hca.host, hca.device = node, owner.device or device
+            owner_host, owner = next(iter(mapped.items()))
+            device, why = owner.device or device, ""
         elif host:
-            hca.host, hca.device = named, device
-        else:
-            hca.device, hca.unknown = device, why
+            owner_host, why = named, ""
+        hcas.hosts.append(owner_host)
+        hcas.devices.append(device)
+        hcas.unknown.append(why)
     return contested
 
 
-def _contest(hca: Hca, node: str, named: str | None, mapped: Mapping[str, Owner], disowned: bool) -> str:
-    """The problem of one node in a contested claim on `hca`."""
+def _contest(label: str, node: str, named: str | None, mapped: Mapping[str, Owner], disowned: bool) -> str:
+    """The problem of one node in a contested claim on the HCA `label` names."""
     how = " and ".join((["a GUID map entry or annotation"] if node in mapped else [])
                        + (["the HCA's description"] if node == named else []))
     others = sorted(set(mapped) | ({named} if named else set()) - {node})
     why = (f"by {how}, but its own {ANNOTATION} annotation does not list it" if disowned and node == named
            else f"by {how}, and also to {', '.join(others)}")
-    return (f"{hca.label} is given to this node {why}; it counts for no node and their labels stay as they are "
+    return (f"{label} is given to this node {why}; it counts for no node and their labels stay as they are "
             "(correct the GUID map, the annotation or the HCA's description)")
+
+
+def _port_guids_by_node(fabric: Fabric) -> dict[int, list[int]]:
+    """Node -> its port GUIDs, in the order the input gave them."""
+    found: dict[int, list[int]] = defaultdict(list)
+    for (node, _), port_guid in fabric.port_guids.items():
+        found[node].append(port_guid)
+    return found
 
 
 def name_resolver(nodes: Sequence[Node]) -> Callable[[str], str | None]:

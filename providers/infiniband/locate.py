@@ -7,9 +7,8 @@ fabric to leave out (`--ib-exclude`), then the placement. Loaded only when a sou
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from labeler.documents import read_document
 from labeler.errors import InputError, SourceError
 from labeler.model import Discovery
 
@@ -19,7 +18,9 @@ from .hosts import GuidMap, add_annotations, guid_map_from
 from .options import FabricOptions, split_guids
 from .parse import parse_guid
 from .place import Request, place
-from .select import Exclusion, exclude
+
+if TYPE_CHECKING:
+    from .select import Exclusion
 
 
 def locate(fabric: Fabric, opts: FabricOptions, ctx: SourceContext, origin: str, source: str,
@@ -27,12 +28,18 @@ def locate(fabric: Fabric, opts: FabricOptions, ctx: SourceContext, origin: str,
     """Each node's place in `fabric`, read by `source` from `origin`; `notices` are the reader's own problems."""
     guids = GuidMap()
     if opts.guid_map:
+        from labeler.documents import read_document  # a GUID map file is rare: its readers load for it
+
         try:
             guids = guid_map_from(read_document(opts.guid_map), opts.guid_map)
         except InputError as exc:
             raise SourceError(str(exc)) from None
     add_annotations(guids, ctx.nodes, opts.guid_annotation)
-    fabric, left_out = exclude(fabric, exclusion(opts))
+    left_out = None
+    if opts.ib_exclude or opts.ib_exclude_guids:
+        from .select import exclude  # loads only when a part of the fabric is left out
+
+        fabric, left_out = exclude(fabric, exclusion(opts))
     pattern = re.compile(opts.hca_pattern) if opts.hca_pattern else None
     found = place(fabric, Request(ctx.nodes, guids, pattern, origin, source))
     for message in (*notices, *([left_out] if left_out else [])):
@@ -42,6 +49,8 @@ def locate(fabric: Fabric, opts: FabricOptions, ctx: SourceContext, origin: str,
 
 def exclusion(opts: FabricOptions) -> Exclusion:
     """What `--ib-exclude` and `--ib-exclude-guids` select (their values were checked with the options)."""
+    from .select import Exclusion
+
     pattern = re.compile(opts.ib_exclude) if opts.ib_exclude else None
     guids = frozenset(parse_guid(g) for g in split_guids(opts.ib_exclude_guids)) if opts.ib_exclude_guids else frozenset()
     return Exclusion(pattern, guids)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from math import prod
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from labeler.labelvalues import readable, short_hash
 
@@ -31,11 +31,13 @@ def switch_label(desc: str) -> str | None:
     return readable(text).lower() or None
 
 
-def switch_names(descs: Mapping[int, str]) -> dict[int, str]:
-    """GUID -> readable unique name; GUID-based where the description is a default or not unique."""
-    labels = {guid: switch_label(desc) for guid, desc in descs.items()}
+def switch_names(descs: Mapping[int, str], guids: Sequence[int] | None = None) -> dict[int, str]:
+    """Switch -> readable unique name; GUID-based where the description is a default or not unique. Switches
+    are fabric nodes whose GUIDs are `guids[node]`, or GUIDs themselves when `guids` is None."""
+    labels = {switch: switch_label(desc) for switch, desc in descs.items()}
     counts = Counter(label for label in labels.values() if label)
-    return {guid: label if label and counts[label] == 1 else f"sw-{guid:016x}" for guid, label in labels.items()}
+    return {switch: label if label and counts[label] == 1 else f"sw-{guids[switch] if guids else switch:016x}"
+            for switch, label in labels.items()}
 
 
 def natural_key(text: str) -> tuple:

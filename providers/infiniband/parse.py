@@ -1,21 +1,30 @@
-"""`ibnetdiscover` text (default, `-g`, `--full`, `--node-name-map`-renamed) into a fabric.
+"""`ibnetdiscover` text (default, `-g`, `--full`, `--node-name-map`-renamed) into a fabric (providers.infiniband.fabric).
 
-The fabric (providers.infiniband.fabric) is keyed by node GUID (an int: the `S-`/`H-` ids are zero-padded
-hex, `switchguid=` and the parenthesised GUIDs are not, so text never compares GUIDs). Node attributes:
-`kind` (switch, ca, router), `desc` (description), `nports`, and for CAs `port_guids` {port: GUID}. Each
-cable is kept once with `ends` {GUID: port}, `width` (int lanes or None) and `speed` ("HDR", ... or None).
-Only connected ports appear in `ibnetdiscover` output, so only cabled, active links become cables.
+GUIDs are ints: the `S-`/`H-` ids are zero-padded hex, `switchguid=` and the parenthesised GUIDs are not, so
+text never compares GUIDs. Only connected ports appear in `ibnetdiscover` output, so only cabled, active
+links become cables; each is listed at both ends and kept once.
+
+Two ways to find the records, one reading of them. Line by line, each line against the expressions of its
+kind (`_HEADER`, `_PORT`), which take every spacing the tool or an editor may leave and name the line of
+anything they cannot read. Or, for text laid out the way ibnetdiscover prints it (a tab or space where it puts
+one, one record a line, `\\n` line ends), one pass of `_RECORDS` over the whole text, which finds the same
+records with the same fields in a third of the time the line-by-line loop took; it is used only when it found
+every record line (counted), so what it reads is what the line-by-line reading reads. Either way the records
+go through `_build`, one loop with the work per record inline: the 35,000 port lines of an 8,192-HCA fabric
+are most of a discovery's time.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import repeat
+from typing import Iterable, Iterator
 
 from labeler.errors import InputError, SourceError
 from labeler.gcpause import paused_gc
 
-from .fabric import Cables, Fabric, Nodes
+from .fabric import Fabric, Rate
 
 KINDS = {"Switch": "switch", "Ca": "ca", "Rt": "router"}
 ID_KINDS = {"S": "switch", "H": "ca", "R": "router"}
@@ -24,18 +33,31 @@ _NODE_INITIALS = frozenset(name[0] for name in KINDS)
 # Slowest first: a link is degraded when its speed ranks below the fabric's usual one.
 SPEEDS = ("SDR", "DDR", "QDR", "FDR10", "FDR", "EDR", "HDR", "NDR", "XDR")
 
-_HEADER = re.compile(
-    r'^(?P<type>Switch|Ca|Rt)\s+(?P<nports>[0-9]{1,9})\s+"(?P<kind>[SHR])-(?P<guid>[0-9a-fA-F]+)"'
-    r'(?:\s*#\s*"(?P<desc>.*)"(?:\s+(?:enhanced|base)\s+port\b.*|\s*\(scp\))?)?\s*$')
+_HEADER = (  # the expressions of the line-by-line reading compile when it runs (start-up time)
+    r'^(Switch|Ca|Rt)\s+([0-9]{1,9})\s+"([SHR]-[0-9a-fA-F]+)"'
+    r'(?:\s*#\s*"(.*)"(?:\s+(?:enhanced|base)\s+port\b.*|\s*\(scp\))?)?\s*$')
 # Switch ports end `# "remote desc" lid L 4xHDR`; CA ports start with their own port GUID and end
 # `# lid L lmc M "remote desc" lid RL 4xHDR`. `-g` adds `[ext N]`, `--full` appends `s= w= v=`.
-_PORT = re.compile(
-    r'^\[(?P<port>[0-9]{1,9})\](?:\[ext [0-9]+\])?(?:\((?P<pguid>[0-9a-fA-F]+)\))?\s*'
-    r'"(?P<rkind>[SHR])-(?P<rguid>[0-9a-fA-F]+)"\[(?P<rport>[0-9]{1,9})\](?:\[ext [0-9]+\])?\s*'
-    r'(?:\((?P<rpguid>[0-9a-fA-F]+)\))?\s*#\s*(?:lid\s+[0-9]+\s+lmc\s+[0-9]+\s+)?"(?P<rdesc>.*)"'
-    r'\s+lid\s+[0-9]+\s+(?P<rate>\S+)')
+_PORT = (
+    r'^\[([0-9]{1,9})\](?:\[ext [0-9]+\])?(?:\(([0-9a-fA-F]+)\))?\s*'
+    r'"([SHR]-[0-9a-fA-F]+)"\[([0-9]{1,9})\](?:\[ext [0-9]+\])?\s*'
+    r'(?:\(([0-9a-fA-F]+)\))?\s*#\s*(?:lid\s+[0-9]+\s+lmc\s+[0-9]+\s+)?"(.*)"\s+lid\s+[0-9]+\s+(\S+)')
+# The same records as ibnetdiscover lays them out, each line from its `\n`: every field where the tool prints
+# it, no quote after a description (so `.*"` above ends where `[^"\n]*"` does) nor in a rate.
+_RECORDS = re.compile(
+    r'\n(Switch|Ca|Rt)\t([0-9]{1,9}) "([SHR]-[0-9a-f]+)"\t\t# "([^"\n]*)"(?: (?:enhanced|base) port\b[^"\n]*)?(?=\n)'
+    r'|\n\[([0-9]{1,9})\](?:\[ext [0-9]+\])?(?:\(([0-9a-f]+)\) )?\t"([SHR]-[0-9a-f]+)"\[([0-9]{1,9})\]'
+    r'(?:\[ext [0-9]+\])?(?:\(([0-9a-f]+)\) ?)?\t\t# (?:lid [0-9]+ lmc [0-9]+ )?"([^"\n]*)" lid [0-9]+ ([^\s"]+)'
+    r'[^"\n]*(?=\n)')
+# `str.splitlines` ends lines at these too; text holding any is read line by line.
+_OTHER_LINE_ENDS = ("\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 _RATE = re.compile(r"^([0-9]{1,9})x([A-Z0-9]+)$")
-_NAME_MAP_LINE = re.compile(r'^(?P<guid>\S+)\s+(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"#\s][^#]*?))\s*(?:#.*)?$')
+_NAME_MAP_LINE = r'^(?P<guid>\S+)\s+(?:"(?P<quoted>[^"]*)"|(?P<bare>[^"#\s][^#]*?))\s*(?:#.*)?$'
+
+# A record: node type, port count, id, description for a node line; port, port GUID, remote id, remote port,
+# remote port GUID, remote description, rate for a port line (the other kind's fields empty).
+Record = tuple[str, str, str, str, str, str, str, str, str, str, str]
+_NUMBERS = {str(n): n for n in range(1, 1024)}  # port numbers as written: a lookup is a sixth of an int()
 
 
 def parse_guid(text: str) -> int:
@@ -47,7 +69,7 @@ def parse_guid(text: str) -> int:
 
 
 @lru_cache(maxsize=256)
-def parse_rate(token: str) -> tuple[int | None, str | None]:
+def parse_rate(token: str) -> Rate:
     """`4xNDR` -> (4, "NDR"); `??` / `???` parts (unknown to ibnetdiscover) -> None."""
     match = _RATE.match(token)
     if not match:
@@ -56,112 +78,202 @@ def parse_rate(token: str) -> tuple[int | None, str | None]:
     return int(match.group(1)), speed if speed in SPEEDS else None
 
 
-def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = None) -> Fabric:
-    """The fabric from `ibnetdiscover` output; `names` (a node-name-map) renames nodes by GUID."""
-    return fabric_graph(*read_fabric(text, origin, names))
-
-
-def fabric_graph(nodes: Nodes, cables: Cables) -> Fabric:
-    """The fabric, built in the given order, so the same nodes and cables always give the same fabric."""
-    with paused_gc():
-        return Fabric(nodes, cables)
-
-
 @paused_gc()
-def read_fabric(text: str, origin: str, names: dict[int, str] | None = None) -> tuple[Nodes, Cables]:
-    """Nodes and cables from `ibnetdiscover` output, descriptions settled.
+def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = None) -> Fabric:
+    """The fabric from `ibnetdiscover` output; `names` (a node-name-map) renames nodes by GUID.
 
-    Bad port or node lines are a `SourceError` naming `origin` and the line number; other lines
-    (vendid=, Chassis headers, comments, ibwarn noise) carry nothing the topology needs. Each cable is
-    listed at both ends and kept once. One pass, one regular expression per record kind, the work per
-    line inline: the port lines of an 8,192-HCA fabric (35,000) are most of a discovery's time.
-    """
-    nodes: Nodes = {}
-    cables: Cables = []
-    peer_desc: dict[int, str] = {}
-    linked: dict[tuple[int, int], tuple[int, int]] = {}
-    current: dict | None = None
-    node = 0
-    match_port, match_header = _PORT.match, _HEADER.match
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        first = line[:1]
-        if first == "[":
-            if current is None:
-                raise SourceError(f"{origin}:{lineno}: port line before any Switch or Ca line")
-            match = match_port(line)
-            if match is None:
-                raise SourceError(f"{origin}:{lineno}: cannot read port line {line.strip()[:100]!r}")
-            port_text, pguid, rkind, rguid, rport_text, rpguid, rdesc, rate = match.groups()
-            port, rport, remote = int(port_text), int(rport_text), int(rguid, 16)
-            remote_data = nodes.get(remote)
-            if remote_data is None:
-                remote_data = nodes[remote] = {"kind": ID_KINDS[rkind], "desc": "", "nports": None, "port_guids": {}}
-            elif remote_data["kind"] != ID_KINDS[rkind]:
-                raise _both_kinds(origin, lineno, remote, remote_data["kind"], ID_KINDS[rkind])
-            if pguid:
-                current["port_guids"][port] = int(pguid, 16)
-            if rpguid:
-                remote_data["port_guids"][rport] = int(rpguid, 16)
-            if remote not in peer_desc:
-                peer_desc[remote] = rdesc.strip()
-            here, there = (node, port), (remote, rport)
-            seen = linked.get(here)
-            if seen is not None:
-                if seen != there:
-                    raise SourceError(f"{origin}:{lineno}: port {port} of {node:#x} is listed as cabled to both "
-                                      f"{seen[0]:#x}[{seen[1]}] and {remote:#x}[{rport}]")
-                continue  # the other end already described this cable
-            width, speed = parse_rate(rate)
-            linked[here], linked[there] = there, here
-            cables.append((node, remote, {"ends": {node: port, remote: rport}, "width": width, "speed": speed}))
-        elif first in _NODE_INITIALS and line.startswith(_NODE_LINES):
-            match = match_header(line.rstrip())
-            if match is None:
-                raise SourceError(f"{origin}:{lineno}: cannot read node line {line.strip()[:100]!r}")
-            kind_name, nports, letter, guid_text, desc = match.groups()
-            node, kind = int(guid_text, 16), KINDS[kind_name]
-            current = nodes.get(node)
-            if current is None:
-                current = nodes[node] = {"kind": kind, "desc": "", "nports": None, "port_guids": {}}
-            elif current["kind"] != kind:
-                raise _both_kinds(origin, lineno, node, current["kind"], kind)
-            if current["nports"] is not None:
-                raise SourceError(f"{origin}:{lineno}: node {letter}-{guid_text} is listed twice")
-            current["nports"], current["desc"] = int(nports), (desc or "").strip()
-    if not nodes:
+    Bad port or node lines are a `SourceError` naming `origin` and the line number; other lines (vendid=,
+    Chassis headers, comments, ibwarn noise) carry nothing the topology needs."""
+    records = _bulk_records(text)
+    if records is not None:
+        try:
+            return _build(records, names or {})
+        except _Refused:
+            pass  # said below, with the line it is about
+    lines = _LineRecords(text, origin)
+    try:
+        return _build(lines, names or {})
+    except _Empty:
         raise SourceError(f"{origin}: no Switch or Ca records; expected `ibnetdiscover` topology output "
-                          "(plain, -g or --full)")
-    _settle_descriptions(nodes, peer_desc, names or {})
-    return nodes, cables
+                          "(plain, -g or --full)") from None
+    except _Refused as exc:
+        raise SourceError(f"{origin}:{lines.lineno}: {exc}") from None
 
 
-def _both_kinds(origin: str, lineno: int, guid: int, was: str, now: str) -> SourceError:
-    return SourceError(f"{origin}:{lineno}: GUID {guid:#x} is both a {was} and a {now}")
+class _Refused(Exception):
+    """A record contradicting an earlier one; the caller says where."""
 
 
-def _settle_descriptions(nodes: Nodes, peer_desc: dict[int, str], names: dict[int, str]) -> None:
-    """One description per node: a node-name-map entry, else what its peers print, else its own header.
+class _Empty(_Refused):
+    """No records at all."""
 
-    `ibnetdiscover --node-name-map` renames switch headers and every remote name on port lines, but
-    prints a CA's own header with its raw description; the peers' view is therefore the renamed one.
-    """
-    for guid, data in nodes.items():
+
+def _bulk_records(text: str) -> list[Record] | None:
+    """Every record by one pass over the text, or None when that pass would not find each record line."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    if any(end in text for end in _OTHER_LINE_ENDS):
+        return None
+    text = f"\n{text}\n"
+    records = _RECORDS.findall(text)
+    lines = text.count("\n[") + sum(text.count("\n" + kind) for kind in _NODE_LINES)
+    return records if len(records) == lines else None
+
+
+class _LineRecords:
+    """The records line by line, each against the expressions of its kind; `lineno` is the line of the last."""
+
+    def __init__(self, text: str, origin: str) -> None:
+        self.text, self.origin, self.lineno = text, origin, 0
+
+    def __iter__(self) -> Iterator[Record]:
+        origin, port_line, node_line = self.origin, re.compile(_PORT), re.compile(_HEADER)
+        for self.lineno, line in enumerate(self.text.splitlines(), start=1):
+            first = line[:1]
+            if first == "[":
+                match = port_line.match(line)
+                if match is None:
+                    raise SourceError(f"{origin}:{self.lineno}: cannot read port line {line.strip()[:100]!r}")
+                yield ("", "", "", "", *match.groups(default=""))  # type: ignore[misc]
+            elif first in _NODE_INITIALS and line.startswith(_NODE_LINES):
+                match = node_line.match(line.rstrip())
+                if match is None:
+                    raise SourceError(f"{origin}:{self.lineno}: cannot read node line {line.strip()[:100]!r}")
+                yield (*match.groups(default=""), "", "", "", "", "", "", "")  # type: ignore[misc]
+
+
+def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
+    """The fabric from its records in the order listed: nodes as first named, each cable at its first listing.
+
+    A node is known by its id as written (`S-2c5e...`) and, the first time a spelling is seen, by its GUID,
+    so the same GUID written two ways is one node. The work per record is inline (no calls per line)."""
+    index: dict[str, int] = {}  # id as written -> node
+    by_guid: dict[int, int] = {}
+    guids: list[int] = []
+    kinds: list[str] = []
+    own_desc: list[str] = []
+    nports: list[int | None] = []
+    ports: list[dict[int, tuple[int, int, int]]] = []
+    peer_desc: dict[int, str] = {}
+    port_guids: dict[tuple[int, int], str] = {}
+    cables: list[tuple[int, int, int, int, int]] = []
+    rate_of: dict[str, int] = {}  # rate as written -> index into rates
+    rates: list[Rate] = []
+    number = _NUMBERS.get
+    current, here = -1, {}
+    for kind_name, count, node_id, desc, port_text, pguid, remote_id, rport_text, rpguid, rdesc, rate in records:
+        if kind_name:
+            kind = KINDS[kind_name]
+            node = index.get(node_id)
+            if node is None:
+                node = _node(node_id, kind, by_guid, guids, kinds, own_desc, nports, ports)
+                if ID_KINDS[node_id[0]] == kind:  # else a port line naming this id says what it is, as it should
+                    index[node_id] = node
+            if kinds[node] != kind:
+                raise _Refused(_both_kinds(guids[node], kinds[node], kind))
+            if nports[node] is not None:
+                raise _Refused(f"node {node_id} is listed twice")
+            nports[node], own_desc[node] = int(count), desc.strip()
+            current, here = node, ports[node]
+            continue
+        if current < 0:
+            raise _Refused("port line before any Switch or Ca line")
+        remote = index.get(remote_id)
+        if remote is None:
+            remote = index[remote_id] = _node(remote_id, ID_KINDS[remote_id[0]], by_guid, guids, kinds, own_desc,
+                                              nports, ports)
+            if kinds[remote] != ID_KINDS[remote_id[0]]:
+                raise _Refused(_both_kinds(guids[remote], kinds[remote], ID_KINDS[remote_id[0]]))
+        port = number(port_text) or int(port_text)
+        rport = number(rport_text) or int(rport_text)
+        if pguid:
+            port_guids[(current, port)] = pguid
+        if rpguid:
+            port_guids[(remote, rport)] = rpguid
+        if remote not in peer_desc:
+            peer_desc[remote] = rdesc
+        seen = here.get(port)
+        if seen is not None:
+            if seen[0] != remote or seen[1] != rport:
+                raise _Refused(_cabled_twice(guids, (current, port), seen, (remote, rport)))
+            continue  # the other end already listed this cable
+        there = ports[remote]
+        if rport in there:
+            raise _Refused(_cabled_twice(guids, (remote, rport), there[rport], (current, port)))
+        rate_index = rate_of.get(rate)
+        if rate_index is None:
+            rate_index = rate_of[rate] = _rate_index(rate, rates)
+        cable = len(cables)
+        here[port] = (remote, rport, cable)
+        there[rport] = (current, port, cable)
+        cables.append((current, port, remote, rport, rate_index))
+    if not guids:
+        raise _Empty
+    descs = _settled_descriptions(guids, kinds, own_desc, peer_desc, names)
+    return Fabric(guids, kinds, descs, nports, cables, rates, {key: int(value, 16) for key, value in port_guids.items()},
+                  ports)
+
+
+def _node(node_id: str, kind: str, by_guid: dict[int, int], guids: list[int], kinds: list[str],
+          own_desc: list[str], nports: list[int | None], ports: list[dict]) -> int:
+    """The node a newly seen id names: one already known by its GUID, else a new one."""
+    guid = int(node_id[2:], 16)
+    node = by_guid.get(guid)
+    if node is None:
+        node = by_guid[guid] = len(guids)
+        guids.append(guid)
+        kinds.append(kind)
+        own_desc.append("")
+        nports.append(None)
+        ports.append({})
+    return node
+
+
+def _rate_index(rate: str, rates: list[Rate]) -> int:
+    """The index of a rate's (width, speed) in `rates`, appended when new."""
+    value = parse_rate(rate)
+    if value not in rates:
+        rates.append(value)
+    return rates.index(value)
+
+
+def _both_kinds(guid: int, was: str, now: str) -> str:
+    return f"GUID {guid:#x} is both a {was} and a {now}"
+
+
+def _cabled_twice(guids: list[int], end: tuple[int, int], seen: tuple[int, ...], other: tuple[int, int]) -> str:
+    return (f"port {end[1]} of {guids[end[0]]:#x} is listed as cabled to both {guids[seen[0]]:#x}[{seen[1]}] and "
+            f"{guids[other[0]]:#x}[{other[1]}]")
+
+
+def _settled_descriptions(guids: list[int], kinds: list[str], own: list[str], peer_desc: dict[int, str],
+                          names: dict[int, str]) -> list[str]:
+    """One description per node: a node-name-map entry, else (a switch) its own record's, else what its peers
+    print, else (a CA, a router) the other way round.
+
+    `ibnetdiscover --node-name-map` renames switch headers and every remote name on port lines, but prints a
+    CA's own header with its raw description; the peers' view is therefore the renamed one."""
+    descs = []
+    for node, (guid, kind, desc) in enumerate(zip(guids, kinds, own)):
         if guid in names:
-            data["desc"] = names[guid]
-        elif data["kind"] == "switch":
-            data["desc"] = data["desc"] or peer_desc.get(guid, "")
+            desc = names[guid]
+        elif kind == "switch":
+            desc = desc or peer_desc.get(node, "").strip()
         else:
-            data["desc"] = peer_desc.get(guid) or data["desc"]
+            desc = peer_desc.get(node, "").strip() or desc
+        descs.append(desc)
+    return descs
 
 
 def parse_node_name_map(text: str, origin: str) -> dict[int, str]:
     """An ibnetdiscover/OpenSM node-name-map: `0x<GUID> "name"` per line, `#` comments."""
     names: dict[int, str] = {}
+    map_line = re.compile(_NAME_MAP_LINE)
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        match = _NAME_MAP_LINE.match(line)
+        match = map_line.match(line)
         if not match:
             raise SourceError(f"{origin}:{lineno}: not a node-name-map line: expected '0x<GUID> \"name\"'")
         try:

@@ -33,7 +33,7 @@ from labeler.errors import SourceError, StaleInput
 from labeler.kube import api_error
 from labeler.shards import SHARD_OF, list_manifests, read_published
 
-from .parse import Cables, Nodes
+from .fabric import Fabric
 from .queryerrors import PortErrors
 
 FORMAT = "topolabel.dev/ib-fabric/v1"
@@ -48,30 +48,29 @@ _KIND_LETTER = {"switch": "S", "ca": "H", "router": "R"}
 _LETTER_KIND = {v: k for k, v in _KIND_LETTER.items()}
 
 
-def encode(nodes: Nodes, cables: Cables) -> dict[str, Any]:
-    """The compact document for parsed nodes and cables."""
-    index = {guid: i for i, guid in enumerate(nodes)}
+def encode(fabric: Fabric) -> dict[str, Any]:
+    """The compact document for a fabric: its columns as they are (rates numbered in the order cables use
+    them, so the same fabric gives the same document however it was made)."""
+    guids = fabric.guids
     port_guids: list[int] = []
-    for i, (guid, data) in enumerate(nodes.items()):
-        for port, port_guid in sorted(data["port_guids"].items()):
-            port_guids += [i, port, port_guid - guid]
+    for (node, port), port_guid in sorted(fabric.port_guids.items()):
+        port_guids += [node, port, port_guid - guids[node]]
     rates: dict[tuple[int | None, str | None], int] = {}
     flat: list[int] = []
-    for a, b, data in cables:
-        rate = rates.setdefault((data["width"], data["speed"]), len(rates))
-        flat += [index[a], data["ends"][a], index[b], data["ends"][b], rate]
+    for a, port_a, b, port_b, rate in fabric.cables:
+        flat += [a, port_a, b, port_b, rates.setdefault(fabric.rates[rate], len(rates))]
     return {"format": FORMAT,
-            "kinds": "".join(_KIND_LETTER[d["kind"]] for d in nodes.values()),
-            "guids": [f"{guid:016x}" for guid in nodes],
-            "descs": [d["desc"] for d in nodes.values()],
-            "nports": [d["nports"] for d in nodes.values()],
+            "kinds": "".join(map(_KIND_LETTER.__getitem__, fabric.kinds)),
+            "guids": [f"{guid:016x}" for guid in guids],
+            "descs": list(fabric.descs),
+            "nports": list(fabric.nports),
             "portGuids": port_guids,
             "rates": [list(rate) for rate in rates],
             "cables": flat}
 
 
-def decode(doc: Any, origin: str) -> tuple[Nodes, Cables]:
-    """Nodes and cables back from the compact document; a malformed one is a `SourceError` naming `origin`."""
+def decode(doc: Any, origin: str) -> Fabric:
+    """The fabric back from the compact document; a malformed one is a `SourceError` naming `origin`."""
     try:
         if doc.get("format") != FORMAT:
             raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT!r} (a newer collector?)")
@@ -79,24 +78,39 @@ def decode(doc: Any, origin: str) -> tuple[Nodes, Cables]:
         kinds, descs, nports = doc["kinds"], doc["descs"], doc["nports"]
         if not len(kinds) == len(descs) == len(nports) == len(guids):
             raise ValueError("node columns differ in length")
-        if not all(isinstance(d, str) for d in descs) or not all(type(n) is int for n in nports):
+        if len(set(guids)) != len(guids):
+            raise ValueError("a node GUID is listed twice")
+        if not all(isinstance(d, str) for d in descs) or not all(n is None or type(n) is int for n in nports):
             raise ValueError("descriptions must be strings and port counts integers")
-        nodes: Nodes = {guid: {"kind": _LETTER_KIND[k], "desc": d, "nports": n, "port_guids": {}}
-                        for guid, k, d, n in zip(guids, kinds, descs, nports)}
-        pg = doc["portGuids"]
-        for i in range(0, len(pg), 3):
-            guid = guids[pg[i]]
-            nodes[guid]["port_guids"][pg[i + 1]] = guid + pg[i + 2]
-        rates = [(w, s) for w, s in doc["rates"]]
-        flat = doc["cables"]
-        cables: Cables = []
-        for i in range(0, len(flat), 5):
-            a, b = guids[flat[i]], guids[flat[i + 2]]
-            width, speed = rates[flat[i + 4]]
-            cables.append((a, b, {"ends": {a: flat[i + 1], b: flat[i + 3]}, "width": width, "speed": speed}))
+        rates = [_rate(rate) for rate in doc["rates"]]
+        pg, flat = _ints(doc["portGuids"], 3), _ints(doc["cables"], 5)
+        _in_range(pg[0::3], len(guids), "a port GUID's node")
+        _in_range(flat[0::5] + flat[2::5], len(guids), "a cable's node")
+        _in_range(flat[4::5], len(rates), "a cable's rate")
+        port_guids = {(node, port): guids[node] + delta for node, port, delta in zip(pg[0::3], pg[1::3], pg[2::3])}
+        cables = list(zip(flat[0::5], flat[1::5], flat[2::5], flat[3::5], flat[4::5]))
+        fabric = Fabric(guids, [_LETTER_KIND[k] for k in kinds], list(descs), list(nports), cables, rates, port_guids)
     except (AttributeError, KeyError, IndexError, TypeError, ValueError) as exc:
         raise SourceError(f"{origin}: not a published fabric: {type(exc).__name__}: {exc}") from None
-    return nodes, cables
+    return fabric
+
+
+def _ints(value: Any, width: int) -> list[int]:
+    if not isinstance(value, list) or len(value) % width or not all(type(v) is int for v in value):
+        raise ValueError(f"expected a flat list of integers, {width} per entry")
+    return value
+
+
+def _in_range(values: list[int], size: int, what: str) -> None:
+    if values and (min(values) < 0 or max(values) >= size):
+        raise ValueError(f"{what} is out of range")
+
+
+def _rate(value: Any) -> tuple[int | None, str | None]:
+    width, speed = value
+    if not (width is None or type(width) is int) or not (speed is None or isinstance(speed, str)):
+        raise ValueError(f"rate {value!r}: expected [width, speed]")
+    return width, speed
 
 
 def to_bytes(doc: dict[str, Any]) -> bytes:
@@ -127,11 +141,10 @@ def object_name(fabric: str) -> str:
 
 @dataclass(frozen=True)
 class Published:
-    """A published fabric: nodes, cables, where it came from (for messages), the collector's notices, and its
-    manifest's other keys (`portErrors`)."""
+    """A published fabric, where it came from (for messages), the collector's notices, and its manifest's other
+    keys (`portErrors`)."""
 
-    nodes: Nodes
-    cables: Cables
+    fabric: Fabric
     origin: str
     notices: list[str]
     info: dict[str, str]
@@ -164,13 +177,13 @@ def read_fabric_from(api: Any, namespace: str, fabric: str, max_age: float,
     if age > max_age:
         raise StaleInput(f"infiniband: {origin} was last discovered {format_age(age)} ago by the {who}, longer "
                          f"than ibMaxAge {format_age(max_age)}: is a collector still running on that fabric?")
-    nodes, cables = decode(unpack(blob, origin), origin)
+    found_fabric = decode(unpack(blob, origin), origin)
     try:
         notices = json.loads(info.get("notices") or "[]")
     except (ValueError, RecursionError):
         notices = []
     notices = [str(n)[:500] for n in notices] if isinstance(notices, list) else []
-    return Published(nodes, cables, origin, notices, dict(info))
+    return Published(found_fabric, origin, notices, dict(info))
 
 
 def encode_errors(increases: PortErrors, window: float) -> str:

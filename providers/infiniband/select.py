@@ -25,10 +25,15 @@ class Exclusion:
     def __bool__(self) -> bool:
         return self.pattern is not None or bool(self.guids)
 
-    def matches(self, guid: int, data: dict) -> bool:
-        if guid in self.guids or not self.guids.isdisjoint(data["port_guids"].values()):
-            return True
-        return self.pattern is not None and data["kind"] != "router" and bool(self.pattern.search(data["desc"]))
+    def selected(self, fabric: Fabric) -> set[int]:
+        """The fabric nodes it selects (a router by GUID only)."""
+        found = {fabric.index[guid] for guid in self.guids if guid in fabric.index}
+        found.update(node for (node, _), port_guid in fabric.port_guids.items() if port_guid in self.guids)
+        if self.pattern is not None:
+            search = self.pattern.search
+            found.update(node for node, (kind, desc) in enumerate(zip(fabric.kinds, fabric.descs))
+                         if kind != "router" and search(desc))
+        return found
 
 
 def exclude(fabric: Fabric, exclusion: Exclusion) -> tuple[Fabric, str | None]:
@@ -39,17 +44,19 @@ def exclude(fabric: Fabric, exclusion: Exclusion) -> tuple[Fabric, str | None]:
     """
     if not exclusion:
         return fabric, None
-    nodes = fabric.nodes
-    gone = {guid for guid, data in nodes.items() if exclusion.matches(guid, data)}
-    cables = [cable for cable in fabric.cables if cable[0] not in gone and cable[1] not in gone]
-    cabled = {end for u, v, _ in cables for end in (u, v)}
-    stranded = {guid for guid, data in nodes.items()
-                if guid not in gone and data["kind"] == "ca" and guid not in cabled and fabric.adj[guid]}
-    left_out = gone | stranded
-    kept = {guid: data for guid, data in nodes.items() if guid not in left_out}
+    gone = exclusion.selected(fabric)
     if not gone:
         return fabric, "--ib-exclude/--ib-exclude-guids select nothing in the fabric: check the pattern and GUIDs"
-    switches = sum(1 for guid in gone if nodes[guid]["kind"] == "switch")
-    return Fabric(kept, cables), (
+    cables = [cable for cable in fabric.cables if cable[0] not in gone and cable[2] not in gone]
+    cabled = {end for a, _, b, _, _ in cables for end in (a, b)}
+    stranded = {node for node, kind in enumerate(fabric.kinds)
+                if kind == "ca" and node not in gone and node not in cabled and fabric.ports[node]}
+    left_out = gone | stranded
+    kept = [node for node in range(len(fabric)) if node not in left_out]
+    new = dict(zip(kept, range(len(kept))))
+    switches = sum(1 for node in gone if fabric.kinds[node] == "switch")
+    return Fabric([fabric.guids[n] for n in kept], [fabric.kinds[n] for n in kept], [fabric.descs[n] for n in kept],
+                  [fabric.nports[n] for n in kept], [(new[a], pa, new[b], pb, rate) for a, pa, b, pb, rate in cables],
+                  list(fabric.rates), {(new[n], port): guid for (n, port), guid in fabric.port_guids.items() if n in new}), (
         f"left out of placement (--ib-exclude/--ib-exclude-guids): {switches} switch(es) and {len(gone) - switches} "
         f"HCA(s) selected, {len(stranded)} HCA(s) cabled only to them, {len(fabric.cables) - len(cables)} cable(s)")

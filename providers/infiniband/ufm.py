@@ -56,7 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(UfmOptions, ctx)
     from .locate import locate  # the REST client, parser and placement load only when it runs
-    from .parse import fabric_graph
     from .ufmrest import Server, fabric_from, fetch
 
     assert opts.ufm_url is not None  # check() requires it
@@ -67,10 +66,10 @@ def discover(ctx: SourceContext) -> Discovery:
         systems, ports = fetch(server)
     finally:
         task.close()
-    nodes, cables, notices = fabric_from(systems, ports, origin)
+    fabric, notices = fabric_from(systems, ports, origin)
     if opts.ufm_insecure:
         notices.append(f"{origin}: TLS certificate not verified (--ufm-insecure): anyone on the path could answer")
-    return locate(fabric_graph(nodes, cables), opts, ctx, origin, NAME, notices)
+    return locate(fabric, opts, ctx, origin, NAME, notices)
 
 
 def _credentials(directory: str | None):  # -> ufmrest.Credentials (loaded with it)

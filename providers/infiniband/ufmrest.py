@@ -1,4 +1,4 @@
-"""UFM's REST API into the fabric model the InfiniBand source places from: nodes by GUID and their cables.
+"""UFM's REST API into the fabric model the InfiniBand source places from: its nodes and the cables between them.
 
 Two GETs make the whole fabric: `resources/systems` (each system's GUID and type: switch, host, ...) and
 `resources/ports?active=true` (every active port: its name `<port GUID>_<number>`, GUID, system, number,
@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 from labeler.errors import InputError, SourceError
 
-from .fabric import Cables, Nodes
+from .fabric import Fabric, Rate
 from .parse import SPEEDS, parse_guid
 
 SYSTEMS = "resources/systems"
@@ -45,8 +45,8 @@ class Port:
     switch: bool  # the record's own `description` says Switch IB Port (for a system UFM did not list)
 
 
-def fabric_from(systems: Any, ports: Any, origin: str) -> tuple[Nodes, Cables, list[str]]:
-    """Nodes and cables from the two answers, and notices about records left out. Not a list: a SourceError."""
+def fabric_from(systems: Any, ports: Any, origin: str) -> tuple[Fabric, list[str]]:
+    """The fabric from the two answers, and notices about records left out. Not a list: a SourceError."""
     kinds, names = _systems(_listed(systems, origin, SYSTEMS), origin)
     records = _listed(ports, origin, PORTS)
     by_name: dict[str, Port] = {}
@@ -57,8 +57,9 @@ def fabric_from(systems: Any, ports: Any, origin: str) -> tuple[Nodes, Cables, l
             bad += 1
         else:
             by_name[port.name] = port
-    nodes: Nodes = {}
-    cables: Cables = []
+    nodes = _Nodes(kinds, names)
+    cables: list[tuple[int, int, int, int, int]] = []
+    rates: dict[Rate, int] = {}
     seen: set[frozenset[str]] = set()
     unlisted_peers = 0
     for port in by_name.values():
@@ -72,10 +73,10 @@ def fabric_from(systems: Any, ports: Any, origin: str) -> tuple[Nodes, Cables, l
         if pair in seen:
             continue
         seen.add(pair)
-        here, there = _node(port, peer, nodes, kinds, names), _node(peer, port, nodes, kinds, names)
-        cables.append((here, there, {"ends": {here: port.number, there: peer.number},
-                                     "width": port.width or peer.width, "speed": port.speed or peer.speed}))
-    if not nodes:
+        here, there = nodes.of(port, peer), nodes.of(peer, port)
+        rate = rates.setdefault((port.width or peer.width, port.speed or peer.speed), len(rates))
+        cables.append((here, port.number, there, peer.number, rate))
+    if not nodes.guids:
         raise SourceError(f"{origin}: UFM lists no cabled port ({len(records)} port records): no fabric to place")
     notices = []
     if bad:
@@ -83,7 +84,8 @@ def fabric_from(systems: Any, ports: Any, origin: str) -> tuple[Nodes, Cables, l
     if unlisted_peers:
         notices.append(f"{origin}: {unlisted_peers} port(s) name a peer port UFM does not list (the fabric changed "
                        "while it was read?); their cables are left out")
-    return nodes, cables, notices
+    fabric = Fabric(nodes.guids, nodes.kinds, nodes.descs, nodes.nports, cables, list(rates), nodes.port_guids)
+    return fabric, notices
 
 
 def _listed(answer: Any, origin: str, path: str) -> list:
@@ -126,18 +128,34 @@ def _port(record: Any) -> Port | None:
                 "switch" in str(record.get("description") or "").lower())
 
 
-def _node(port: Port, peer: Port, nodes: Nodes, kinds: Mapping[int, str], names: Mapping[int, str]) -> int:
-    """The GUID of `port`'s node, added to `nodes` on first sight with its kind, description and port GUID."""
-    guid = peer.peer_node if peer.peer_node is not None else port.guid
-    data = nodes.get(guid)
-    if data is None:
-        kind = kinds.get(port.system) or ("switch" if port.switch else "ca")
-        desc = port.desc or (names.get(port.system, "") if kind == "switch" else "")
-        data = nodes[guid] = {"kind": kind, "desc": desc, "nports": 0, "port_guids": {}}
-    data["nports"] = max(data["nports"], port.number)
-    if data["kind"] == "ca":
-        data["port_guids"][port.number] = port.guid
-    return guid
+class _Nodes:
+    """The fabric's node columns (`providers.infiniband.fabric`), filled as ports name their nodes."""
+
+    def __init__(self, kinds: Mapping[int, str], names: Mapping[int, str]) -> None:
+        self.system_kinds, self.system_names = kinds, names
+        self.index: dict[int, int] = {}  # node GUID -> node
+        self.guids: list[int] = []
+        self.kinds: list[str] = []
+        self.descs: list[str] = []
+        self.nports: list[int | None] = []
+        self.port_guids: dict[tuple[int, int], int] = {}
+
+    def of(self, port: Port, peer: Port) -> int:
+        """`port`'s node, added on first sight with its kind and description; its port count and (an HCA's)
+        port GUID as this port says."""
+        guid = peer.peer_node if peer.peer_node is not None else port.guid
+        node = self.index.get(guid)
+        if node is None:
+            kind = self.system_kinds.get(port.system) or ("switch" if port.switch else "ca")
+            node = self.index[guid] = len(self.guids)
+            self.guids.append(guid)
+            self.kinds.append(kind)
+            self.descs.append(port.desc or (self.system_names.get(port.system, "") if kind == "switch" else ""))
+            self.nports.append(0)
+        self.nports[node] = max(self.nports[node] or 0, port.number)
+        if self.kinds[node] == "ca":
+            self.port_guids[(node, port.number)] = port.guid
+        return node
 
 
 def _hex(value: Any) -> int | None:

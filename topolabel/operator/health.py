@@ -153,7 +153,6 @@ class HealthKeeper:
         name = cfg.health.fabric or (options.get("ib_fabric") if from_source else None)
         if not name:
             return
-        from providers.infiniband.parse import fabric_graph
         from providers.infiniband.published import decode_errors, read_fabric_from
 
         namespace = cfg.health.fabric_namespace or (options.get("ib_namespace") if from_source else None) \
@@ -162,7 +161,7 @@ class HealthKeeper:
             else InfinibandOptions.ib_max_age
         try:
             found = read_fabric_from(self.kube.api, namespace, name, max_age)
-            evidence.fabric = fabric_graph(found.nodes, found.cables)
+            evidence.fabric = found.fabric
             evidence.fabric_origin = found.origin
             errors = decode_errors(found.info, found.origin)
         except TopolabelError as exc:
