@@ -184,7 +184,7 @@ def dual_homed_wiring() -> Wiring:
     configured), rack B has one switch, rack C is dual-homed too but one host is cabled from tor-c1 to tor-b.
 
     gpu-a1..a3: tor-a1 + tor-a2; gpu-a4: tor-a1 only (a link down); gpu-b1, gpu-b2: tor-b;
-    gpu-c1, gpu-c2: tor-c1 + tor-c2; gpu-x: tor-c1 + tor-b (miscabled). Every host's eno1 goes to oob-sw.
+    gpu-c1, gpu-c2: tor-c1 + tor-c2; gpu-x: tor-c1 + tor-b (miscabled, refused). Every host's eno1 goes to oob-sw.
     """
     racks = {"a": ["tor-a1", "tor-a2"], "b": ["tor-b"], "c": ["tor-c1", "tor-c2"]}
     w = Wiring(switches=[MGMT_SWITCH, "spine-1", *(s for members in racks.values() for s in members)])
@@ -202,8 +202,10 @@ def dual_homed_wiring() -> Wiring:
         w.rack[host] = frozenset(racks["a"])
     for host in ("gpu-b1", "gpu-b2"):
         w.rack[host] = frozenset(racks["b"])
+    for host in ("gpu-c1", "gpu-c2"):  # two hosts hear the pair: one miscabled host does not take it from them
+        w.rack[host] = frozenset(racks["c"])
     w.degraded.add("gpu-a4")
-    w.miswired.update({"gpu-c1", "gpu-c2", "gpu-x"})  # rack C cannot be told from a wiring fault
+    w.miswired.add("gpu-x")
     return w
 
 
