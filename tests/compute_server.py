@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import re2  # google-re2, installed with cel-python
 
-from tests.httpstub import Listener
+from tests.httpstub import Listener, Served
 
 BASE = "https://www.googleapis.com/compute/v1"
 ZONAL = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances$")
@@ -81,7 +81,7 @@ _BULK: dict[str, Any] = {
 
 
 @dataclass
-class ComputeServer:
+class ComputeServer(Served):
     """Serves `instances` (bodies from `instance()`) in `zones` (project -> zone names).
 
     `page_cap` makes pages shorter than maxResults (to exercise paging with little data);
@@ -115,17 +115,6 @@ class ComputeServer:
         for bodies in self._by_scope.values():
             bodies.sort(key=lambda b: b["name"])
         self._listener = Listener(_handler(self))
-
-    @property
-    def url(self) -> str:
-        return self._listener.url
-
-    def __enter__(self) -> "ComputeServer":
-        self._listener.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._listener.stop()
 
     def respond(self, path: str, query: str, authorization: str | None = None,
                 fields: str | None = None) -> tuple[int, dict[str, Any]]:

@@ -9,7 +9,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Self
 
 from tests.tlscert import Certificate
 
@@ -46,6 +46,23 @@ class Listener:
             self._http.server_close()
         if self._files is not None:
             self._files.cleanup()
+
+
+class Served:
+    """A stand-in's `url` and `with` block, from the `Listener` it keeps in `_listener`."""
+
+    _listener: Listener
+
+    @property
+    def url(self) -> str:
+        return self._listener.url
+
+    def __enter__(self) -> Self:
+        self._listener.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._listener.stop()
 
 
 def send_json(handler: BaseHTTPRequestHandler, status: int, body: Any, headers: Mapping[str, str] = {}) -> None:

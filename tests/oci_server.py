@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from tests.httpstub import Listener, send_json
+from tests.httpstub import Listener, Served, send_json
 
 TENANCY = "ocid1.tenancy.oc1..aaaaaaaatopolabeltesttenancy"
 USER = "ocid1.user.oc1..aaaaaaaatopolabeltestuser"
@@ -83,7 +83,7 @@ def host(instance: str, ad: str, island: str | None, block: str | None, local: s
 
 
 @dataclass
-class OciServer:
+class OciServer(Served):
     """Serves `hosts` (bodies from `host()`) in `domains` (availability domain names) of the tenancy.
 
     `bare_summaries`: host ids whose list entry lacks the topology fields (the full record has them);
@@ -104,17 +104,6 @@ class OciServer:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._listener = Listener(_handler(self))
-
-    @property
-    def url(self) -> str:
-        return self._listener.url
-
-    def __enter__(self) -> "OciServer":
-        self._listener.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._listener.stop()
 
     def count(self, operation: str | None = None, ad: str | None = None) -> int:
         with self._lock:

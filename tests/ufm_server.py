@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from hack.ibfabric import Fabric, Node
-from tests.httpstub import Listener, send_json
+from tests.httpstub import Listener, Served, send_json
 from tests.tlscert import Certificate
 
 USERS = {"topolabel": "read-only-pass", "nobody": "no-rights"}  # `nobody` is refused (403), as a role without rights
@@ -84,7 +84,7 @@ def ports(fabric: Fabric, active_only: bool) -> list[dict[str, Any]]:
 
 
 @dataclass
-class UfmServer:
+class UfmServer(Served):
     """Serves `fabric` over TLS with `certificate`."""
 
     fabric: Fabric
@@ -96,17 +96,6 @@ class UfmServer:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._listener = Listener(type("Handler", (_Handler,), {"ufm": self}), self.certificate)
-
-    @property
-    def url(self) -> str:
-        return self._listener.url
-
-    def __enter__(self) -> "UfmServer":
-        self._listener.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._listener.stop()
 
     def count(self, path: str | None = None) -> int:
         with self._lock:
