@@ -27,12 +27,18 @@ from typing import Any, Iterable
 
 import pytest
 import yaml
+from urllib3.util.retry import Retry
 
 from hack import testcluster
 from labeler.kube import MERGE_PATCH, call_with_retries, connect
 from tests.conftest import ROOT, kueue_crds, skip_or_fail
 
 BULK_CONCURRENCY = 16
+# What client-go does and the Python client does not: a 429 (the API server's "storage is (re)initializing"
+# while a CRD's watch cache starts, or priority-and-fairness shedding load) is retried after its Retry-After.
+# A 429 means the server did not act, so every method may be retried.
+THROTTLED = Retry(total=10, connect=0, read=0, redirect=0, other=0, status=10, status_forcelist=(429,),
+                  allowed_methods=None, respect_retry_after_header=True, raise_on_status=False)
 NODES_READY_TIMEOUT = 120.0  # with KWOK: created Nodes Ready and untainted (seconds on a quiet machine)
 BUILD_HINT = "run hack/build-test-stack (once; the binaries are cached)"
 
@@ -83,11 +89,13 @@ class KubeCluster:
         return self.dir / "audit.log"
 
     def api(self, as_operator: bool = False) -> Any:
-        """A kubernetes.client.ApiClient for the admin (or the operator user), sized for bulk work."""
+        """A kubernetes.client.ApiClient for the admin (or the operator user), sized for bulk work, retrying
+        429s as client-go does."""
         with self._lock:
             if as_operator not in self._apis:
                 api = connect(str(self.operator_kubeconfig if as_operator else self.kubeconfig))
                 api.rest_client.pool_manager.connection_pool_kw["maxsize"] = BULK_CONCURRENCY
+                api.rest_client.pool_manager.connection_pool_kw["retries"] = THROTTLED
                 self._apis[as_operator] = api
             return self._apis[as_operator]
 
