@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from labeler.kube import connect, list_nodes, patch_node
+from labeler.kube import list_nodes, patch_node
 from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 from topolabel.cli import main
 
@@ -126,7 +126,7 @@ def test_patch_node_is_a_json_merge_patch(kube: KubeCluster) -> None:
     node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "merge-test", "labels": {"keep": "1", "drop": "1"}, "ownerReferences": [owner]}}
     kube.create_nodes([node])
-    api = connect(str(kube.kubeconfig))
+    api = kube.api()
 
     patch_node(api, "merge-test", {"metadata": {"labels": {"drop": None, "new": "1"}, "ownerReferences": [other]}})
     stored = json.loads(kube.kubectl("get", "node", "merge-test", "-o", "json").stdout)["metadata"]

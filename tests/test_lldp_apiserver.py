@@ -62,7 +62,7 @@ def test_the_agents_patch_is_all_its_role_allows(agent_rbac: KubeCluster) -> Non
     mark = cluster.audit_mark()
     assert agent.round()
     assert [(e.verb, e.name, e.code) for e in cluster.requests(mark, resource="nodes")] == [("patch", "gpu-a", 200)]
-    core = client.CoreV1Api(connect(str(cluster.kubeconfig)))
+    core = client.CoreV1Api(cluster.api())
     node = json.loads(core.read_node("gpu-a", _preload_content=False).data)
     assert node["metadata"]["annotations"] == {"example.com/keep": "me", ANNOTATION: FACTS}
     assert node["metadata"]["labels"] == {"kubernetes.io/hostname": "gpu-a"}
