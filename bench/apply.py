@@ -34,7 +34,7 @@ from labeler.config import Config
 from labeler.kube import connect, list_nodes, patch_node
 from labeler.plan import Plan, make_plan
 from providers.registry import get_source
-from tests.kubecluster import KubeCluster
+from testkit.kubecluster import KubeCluster
 from topolabel.pipeline import discover
 
 

@@ -1,6 +1,6 @@
 """Benchmark: the aws source on 10,000 instances over 3 regions against moto (DescribeInstanceTopology added).
 
-moto runs in this process (tests/moto_topology.py); `topolabel discover --source aws` runs in a child
+moto runs in this process (testkit/moto_topology.py); `topolabel discover --source aws` runs in a child
 process so client and server do not share one interpreter lock, measured by bench.measure (GNU time). One row
 per server page size: 100 (one page per batch of 100 ids) and 20 (the API's documented default page size, the
 worst case for paging).
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.measure import load, measure, topolabel
 from bench.table import print_table
-from tests.moto_topology import TopologyServer
+from testkit.moto_topology import TopologyServer
 
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1", "ap-northeast-1", "eu-central-1")
 LAUNCH = 1000  # instances per run_instances call while setting up

@@ -57,7 +57,7 @@ def cluster_names(s: Scenario, count: int) -> list[tuple[str, str]]:
 
 def serve(s: Scenario, count: int, conn) -> None:
     """Child process: build the instances, serve them, report the URL, then the call count on request."""
-    from tests.compute_server import ComputeServer, instance
+    from testkit.compute_server import ComputeServer, instance
 
     bodies = [instance("proj-bench", zone, name, {"cluster": "c1", "block": f"b{i // 512}",
                                                    "subblock": f"s{i // 64}", "host": name}, bulk=True)

@@ -18,11 +18,11 @@ from bench.table import print_table
 from hack import testcluster
 from hack.ibfabric import Spec, build
 from providers.infiniband.published import object_name
-from tests.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
+from testkit.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
                              lease_holder, manifest_docs, sa_kubeconfig)
-from tests.ibsim import simulate
-from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
-from tests.kubecluster import KubeCluster
+from testkit.ibsim import simulate
+from testkit.ibsysfs import FakeDevice, FakePort, write_sysfs
+from testkit.kubecluster import KubeCluster
 
 LEASE = object_name("fe80000000000000")  # ibsim's subnet prefix names the fabric
 

@@ -51,7 +51,7 @@ def median(runs: list[Run], field: str) -> float:
 
 
 def fabric_row(name: str, spec: Spec, tmp: Path, runs: int) -> dict[str, object]:
-    from tests.ibsim import simulate
+    from testkit.ibsim import simulate
 
     fabric = build(spec)
     out = tmp / "fabric.ibnetdiscover"

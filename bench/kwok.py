@@ -43,10 +43,10 @@ from bench.operator import PORT, cluster_cpu, poll, sample
 from bench.table import print_table
 from hack import testcluster
 from hack.synth import gke_cluster
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster, node_ready
-from tests.kueue_jobs import BLOCK, TRAIN, operator_args, operator_objects
-from tests.kueue_workloads import QUEUE_LABEL, admission, is_admitted, pending_message, workloads
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster, node_ready
+from testkit.kueue_jobs import BLOCK, TRAIN, operator_args, operator_objects
+from testkit.kueue_workloads import QUEUE_LABEL, admission, is_admitted, pending_message, workloads
 
 HOSTS, SUBBLOCKS = 125, 8
 LEVELS = {"block": BLOCK, "subblock": "topolabel.dev/subblock"}

@@ -31,8 +31,8 @@ from bench.measure import Timed, load, topolabel
 from bench.table import print_table
 from hack import testcluster
 from hack.synth import gke_cluster
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster
 
 WRITES = ("create", "update", "patch", "delete")
 PORT = re.compile(rb"serving /metrics.* on http://[^:]+:(\d+)")

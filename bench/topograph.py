@@ -16,7 +16,7 @@ that load from other work falls on all alike; figures are medians of --runs runs
 - ibsizes: rail-optimised three-tier fabrics of 1,024 to 32,768 HCAs, each capture as ibnetdiscover prints
   it (`hack.ibfabric.Fabric.capture_text`; ibsim cannot simulate 32,768 HCAs here), read by the bare
   interpreter (`python -c pass`), a minimal Python reader (bench/ibminimal.py), topolabel and Topograph.
-- aws: instances in moto with DescribeInstanceTopology (tests/moto_topology.py), as bench/aws.py; topolabel
+- aws: instances in moto with DescribeInstanceTopology (testkit/moto_topology.py), as bench/aws.py; topolabel
   is pointed at it with --endpoint-url, Topograph's provider through the AWS SDK's AWS_ENDPOINT_URL_EC2
   (no code change). Calls are counted by the server; both tools' labels are compared layer by layer.
 
@@ -168,7 +168,7 @@ def ratio(a: float, b: float) -> str:
 
 def infiniband(name: str, spec: object, tmp: Path, runs: int, tg: Harness) -> dict[str, object]:
     from hack.ibfabric import build
-    from tests.ibsim import simulate
+    from testkit.ibsim import simulate
 
     fabric = build(spec)  # type: ignore[arg-type]
     capture, nodes_file = tmp / "fabric.ibnetdiscover", tmp / "nodes.txt"
@@ -298,7 +298,7 @@ def aws(tmp: Path, runs: int, instances: int, others: int, tg: Harness) -> list[
     import logging
 
     from bench.aws import cluster
-    from tests.moto_topology import TopologyServer
+    from testkit.moto_topology import TopologyServer
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     env = {k: v for k, v in os.environ.items() if k not in AWS_ENV_DROP}

@@ -1,6 +1,6 @@
 """`fit` equals Kueue on the whole admission: queues, quota in cohorts, preemption, then TAS.
 
-Each scenario of tests/quota_scenarios.py is decided by hack/tas-oracle - Kueue v0.19.2's scheduler cache,
+Each scenario of testkit/quota_scenarios.py is decided by hack/tas-oracle - Kueue v0.19.2's scheduler cache,
 flavor assigner and classical preemptor - which first admits the scenario's background jobs as Kueue
 would, then judges the job. `fit` is given what a cluster would show at that moment: the nodes and pods,
 the Kueue objects, the namespaces, and the Workload objects the oracle admitted (read as `fit` reads them
@@ -22,9 +22,9 @@ from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.slots import Shape, how_many
 from kueue_config.tas.workloads import workload_of
 from labeler.nodes import parse_nodes
-from tests.quota_scenarios import QuotaScenario, random_scenario
-from tests.tas_cluster import GPU
-from tests.tas_oracle import admission_payload, oracle_verdict, report_verdict, run_oracle
+from testkit.quota_scenarios import QuotaScenario, random_scenario
+from testkit.tas_cluster import GPU
+from testkit.tas_oracle import admission_payload, oracle_verdict, report_verdict, run_oracle
 
 SEEDS = range(240)
 

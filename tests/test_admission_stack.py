@@ -1,8 +1,8 @@
 """`fit`'s whole admission against the real Kueue v0.19.2 manager: queues, quota in cohorts, preemption, TAS.
 
-Scenarios of tests/quota_scenarios.py, chosen so that every kind of answer is there (admitted; pending for
+Scenarios of testkit/quota_scenarios.py, chosen so that every kind of answer is there (admitted; pending for
 quota, for topology, for the queue; admitted only by preempting), are replayed on a test cluster with
-the Kueue manager (tests/admission_replay.py): the background jobs Kueue admits first, then `fit` reads
+the Kueue manager (testkit/admission_replay.py): the background jobs Kueue admits first, then `fit` reads
 the cluster as `topolabel fit --kubeconfig` does and answers for the job, then the job is submitted. Kueue
 must admit what `fit` says fits, on the same nodes; keep pending what `fit` says does not fit, with the
 message `fit` gives on its Workload's QuotaReserved condition; and preempt exactly the workloads `fit`
@@ -29,16 +29,16 @@ from kueue_config.tas.advice import advise
 from kueue_config.tas.judge import judge
 from kueue_config.tas.slots import Shape, how_many
 from kueue_config.tas.workloads import workload_of
-from tests.admission_replay import Replay, isolate
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster, kueue_cluster  # noqa: F401 (a fixture)
-from tests.kueue_workloads import admission, workload_of as workload_of_job, workloads
-from tests.operatorrun import wait_until
-from tests.quota_scenarios import QuotaScenario, cluster_queue, local_queue, namespace, random_scenario
-from tests.tas_cluster import GPU, GPU_TAINT, GPU_TOLERATION
-from tests.tas_oracle import oracle_verdict
-from tests.tas_replay import _create_job
-from tests.tas_scenarios import BLOCK, HOST, RACK, REQ, flavor, job, main_cluster, topology
+from testkit.admission_replay import Replay, isolate
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster, kueue_cluster  # noqa: F401 (a fixture)
+from testkit.kueue_workloads import admission, workload_of as workload_of_job, workloads
+from testkit.operatorrun import wait_until
+from testkit.quota_scenarios import QuotaScenario, cluster_queue, local_queue, namespace, random_scenario
+from testkit.tas_cluster import GPU, GPU_TAINT, GPU_TOLERATION
+from testkit.tas_oracle import oracle_verdict
+from testkit.tas_replay import _create_job
+from testkit.tas_scenarios import BLOCK, HOST, RACK, REQ, flavor, job, main_cluster, topology
 from tests.test_admission_oracle import SEEDS, _oracle
 
 pytestmark = pytest.mark.slow
@@ -168,7 +168,7 @@ def _replay(api: Any, kubeconfig: str, sc: QuotaScenario, admitted: list[str], t
 
 
 def too_big(level: str, pods: int, **nodes: dict[str, Any]) -> QuotaScenario:
-    """`pods` pods of 8 GPUs required in one `level` of tests/tas_scenarios.py's main cluster (blocks of 4 nodes,
+    """`pods` pods of 8 GPUs required in one `level` of testkit/tas_scenarios.py's main cluster (blocks of 4 nodes,
     racks of 2, 2 and 4), nodes changed as given, one queue with quota to spare: a job that needs a looser
     topology request."""
     queue = cluster_queue("cq-0", [("gpus", {GPU: {"nominalQuota": "1000"}})], [GPU])

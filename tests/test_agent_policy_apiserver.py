@@ -22,8 +22,8 @@ from kubernetes.client.exceptions import ApiException
 
 from labeler.kube import MERGE_PATCH, connect, patch_node
 from hack import testcluster
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 
 pytestmark = pytest.mark.slow
 AGENT = ROOT / "manifests" / "agent"

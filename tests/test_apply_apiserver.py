@@ -1,4 +1,4 @@
-"""`topolabel apply` against a real kube-apiserver 1.36 (tests/kubecluster.py): 1,000 nodes labelled,
+"""`topolabel apply` against a real kube-apiserver 1.36 (testkit/kubecluster.py): 1,000 nodes labelled,
 a second apply writes nothing, a partial source removes nothing; the merge patch as the server reads it.
 
 Writes are counted from the API server's audit log, so they are what the server received, not what
@@ -16,7 +16,7 @@ import yaml
 
 from hack.synth import gke_cluster
 from labeler.kube import list_nodes, patch_node
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 from topolabel.cli import main
 
 pytestmark = pytest.mark.slow

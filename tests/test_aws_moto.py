@@ -18,7 +18,7 @@ from labeler.placement import level_keys, to_snapshot
 from providers.aws import discover
 from providers.base import SourceContext
 from providers.labels import discover as discover_labels
-from tests.moto_topology import MAX_IDS, TopologyServer, _module_topology_server, topology_server  # noqa: F401
+from testkit.moto_topology import MAX_IDS, TopologyServer, _module_topology_server, topology_server  # noqa: F401
 
 EKS_LAYER = "topology.k8s.aws/network-node-layer-"
 

@@ -1,6 +1,6 @@
 """Bad input gets one line naming the input and the problem, exit 2, never a traceback, for every reader.
 
-Each reader is fed what hack/fuzz.py found crashing or hanging them: non-UTF-8 and binary bytes, nesting far
+Each reader is fed what testkit/fuzz.py found crashing or hanging them: non-UTF-8 and binary bytes, nesting far
 deeper than any real document, alias bombs, YAML tags for binary data and sets, numbers longer than Python
 reads, directories where files belong, and wrong types in every field the commands read.
 """
@@ -19,7 +19,7 @@ import yaml
 from labeler.documents import MAX_DEPTH, load, read_document
 from labeler.errors import InputError
 from labeler.jsonlist import MAX_NESTING
-from tests.conftest import EXAMPLES, ROOT
+from testkit.environment import EXAMPLES, ROOT
 from topolabel.cli import main
 
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(

@@ -1,4 +1,4 @@
-"""Every build script, run from an empty cache as on a fresh machine, with a stand-in `go` (tests/standin_go.py)
+"""Every build script, run from an empty cache as on a fresh machine, with a stand-in `go` (testkit/standin_go.py)
 that writes programs under the names real `go build` gives them: every link the scripts make must resolve to an
 executable, and every program the tests look for must be found where they look. A script that wrote its
 binaries under other names than it linked passed CI on every machine with an older cache, and failed on every
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from testkit.environment import ROOT
 
 HACK = ROOT / "hack"
 SCRIPTS = (("build-tool", "helm", "krew"), ("build-test-stack",), ("build-tas-oracle",))
@@ -63,7 +63,7 @@ def test_what_the_tests_look_for_is_where_the_scripts_put_it(fresh: dict[str, st
     probe = """
 import json
 from hack import image, testcluster
-from tests import tas_oracle
+from testkit import tas_oracle
 found = testcluster.find_binaries()
 print(json.dumps({"stack": found and {k: v for k, v in vars(found).items()}, "oracle": str(tas_oracle.oracle()),
                   "tools": {t: (image.CACHE / "bin" / t).exists() for t in ("helm", "krew")}}))

@@ -19,9 +19,9 @@ from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.slots import Shape, capacity, free_room
 from labeler.nodes import parse_nodes
-from tests.fake_kube_readonly import FakeKube
-from tests.tas_cluster import BLOCK, GPU, GPU_TOLERATION, HOST, RACK, kueue_objects, node_list, pod
-from tests.tas_scenarios import main_cluster
+from testkit.fake_kube_readonly import FakeKube
+from testkit.tas_cluster import BLOCK, GPU, GPU_TOLERATION, HOST, RACK, kueue_objects, node_list, pod
+from testkit.tas_scenarios import main_cluster
 from topolabel.cli import main
 from topolabel.operator.capacity import MAX_TOP, CapacityMetrics
 from topolabel.operator.kubeapi import Kube

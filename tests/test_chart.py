@@ -19,9 +19,9 @@ from hack import chart_files, chart_schema
 from hack.image import project_version
 from labeler.config import Config
 from providers.infiniband import DEFAULT_NAMESPACE, InfinibandOptions
-from tests.conftest import ROOT
-from tests.helmrun import helm  # noqa: F401 (fixture)
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
+from testkit.environment import ROOT
+from testkit.helmrun import helm  # noqa: F401 (fixture)
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
 from topolabel.cli import parser
 from topolabel.ibcollector import parse_fabric_names
 

@@ -14,7 +14,7 @@ import yaml
 from labeler.nodes import parse_nodes
 from labeler.placement import snapshot_from_dict
 from labeler.plan import make_plan
-from tests.conftest import EXAMPLES
+from testkit.environment import EXAMPLES
 from topolabel.cli import main, parser as cli_parser
 
 

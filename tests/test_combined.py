@@ -122,8 +122,8 @@ def test_config_errors(tmp_path: Path, change, fragment: str) -> None:
 
 def test_nvlink_cluster_gets_crd_valid_kueue_objects(tmp_path: Path) -> None:
     from kueue_config.objects import generate
-    from tests.conftest import kueue_crd
-    from tests.crdschema import validate
+    from testkit.environment import kueue_crd
+    from testkit.crdschema import validate
 
     snap = run(config(tmp_path), nodes())
     cluster = [Node(n.name, labels={**n.labels, "nvidia.com/gpu.product": "NVIDIA-GB200" if n.name.startswith("gb")

@@ -16,8 +16,8 @@ import yaml
 from labeler.config import Config, config_issues, parse_config
 from labeler.errors import InputError
 from providers.registry import option_models
-from tests.conftest import EXAMPLES, ROOT
-from tests.crdschema import validate
+from testkit.environment import EXAMPLES, ROOT
+from testkit.crdschema import validate
 from topolabel.schemas import CONFIG_FILE, CRD_FILE, RESOURCE_FILE, config_schema, crd_text, files, resource_schema
 
 CONFIGS = [EXAMPLES / "topolabel.yaml", EXAMPLES / "teams.yaml"]

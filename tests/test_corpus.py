@@ -1,8 +1,8 @@
 """Past crashes, kept as regression tests: each input in tests/corpus/ made a command crash or hang on main
-at 7e5405e (found by hack/fuzz.py, one or two per reader and root cause). Each now ends in an answer or in
+at 7e5405e (found by testkit/fuzz.py, one or two per reader and root cause). Each now ends in an answer or in
 one line with exit 2, never an internal error.
 
-A file's name says which command reads it (hack/fuzz.py's TARGETS, `/` written as `--`): `nodes--plan-57` is
+A file's name says which command reads it (testkit/fuzz.py's TARGETS, `/` written as `--`): `nodes--plan-57` is
 case 57 for the target `nodes/plan`. Add a file here for every crash found later.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hack.fuzz import TARGETS, Fixtures, Outcome, make_fixtures, place_input
+from testkit.fuzz import TARGETS, Fixtures, Outcome, make_fixtures, place_input
 from topolabel.cli import main
 
 CORPUS = Path(__file__).parent / "corpus"

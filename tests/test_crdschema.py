@@ -1,4 +1,4 @@
-"""tests/crdschema.py rejects what the API server would reject (schema and CEL) and accepts the rest."""
+"""testkit/crdschema.py rejects what the API server would reject (schema and CEL) and accepts the rest."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import yaml
 from kueue_config.objects import generate
 from labeler.config import load_config
 from labeler.nodes import load_nodes_file
-from tests.conftest import EXAMPLES, SHARED, kueue_crd
-from tests.crdschema import validate
+from testkit.environment import EXAMPLES, SHARED, kueue_crd
+from testkit.crdschema import validate
 from topolabel.pipeline import discover, source_options
 
 TOPOLOGY, FLAVOR, CLUSTER_QUEUE, LOCAL_QUEUE = "topologies", "resourceflavors", "clusterqueues", "localqueues"

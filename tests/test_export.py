@@ -20,9 +20,9 @@ from labeler.config import KueueConfig
 from labeler.errors import TopologyError
 from labeler.model import Discovery, Level, Snapshot
 from labeler.placement import level_keys, pad_depths, snapshot_from_dict, to_snapshot
-from tests.conftest import EXAMPLES, SHARED
-from tests.crdschema import validate
-from tests.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf
+from testkit.environment import EXAMPLES, SHARED
+from testkit.crdschema import validate
+from testkit.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf
 from topolabel.cli import main
 
 HYPERNODE_CRD = SHARED / "scheduler-crds" / "topology.volcano.sh_hypernodes.yaml"

@@ -1,4 +1,4 @@
-"""hack/fuzz.py in CI: a fixed seed, a bounded budget. Every target once (the files, and the hostile world's:
+"""testkit/fuzz.py in CI: a fixed seed, a bounded budget. Every target once (the files, and the hostile world's:
 kubeconfigs, API answers, an exec plugin's and lldpcli's output, nodes' InfiniBand claims), then the fixed
 checks that take seconds (`--quick`: not those waiting for a default timeout); nothing may crash, hang, leak,
 answer wrongly or lose data. Longer runs with new seeds are in docs/testing.md."""
@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hack.fuzz import TARGETS
-from hack.fuzz_hostile import TARGETS as HOSTILE
-from tests.conftest import ROOT
+from testkit.fuzz import TARGETS
+from testkit.fuzz_hostile import TARGETS as HOSTILE
+from testkit.environment import ROOT
 
 SEED = 32
 CASES = len(TARGETS) + len(HOSTILE)  # each target once
@@ -21,7 +21,7 @@ BUDGET = 90  # seconds for the random cases; the driver says in its findings how
 
 def test_a_fixed_seed_finds_nothing(tmp_path: Path) -> None:
     report = tmp_path / "fuzz.json"
-    done = subprocess.run([sys.executable, "-m", "hack.fuzz", "--cases", str(CASES), "--seed", str(SEED), "--quick",
+    done = subprocess.run([sys.executable, "-m", "testkit.fuzz", "--cases", str(CASES), "--seed", str(SEED), "--quick",
                            "--budget", str(BUDGET), "--json", str(report)], cwd=ROOT, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

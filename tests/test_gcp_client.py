@@ -21,8 +21,8 @@ from labeler.nodes import Node
 from labeler.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.gcp import AGGREGATED_FIELDS, PAGE_SIZE, ZONAL_FIELDS, discover, node_refs, plan_calls, with_project
-from tests.compute_server import ComputeServer, instance
-from tests.conftest import ROOT
+from testkit.compute_server import ComputeServer, instance
+from testkit.environment import ROOT
 from topolabel.cli import main
 
 

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
-from tests.operatorrun import InThread, wait_until
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.operatorrun import InThread, wait_until
 from topolabel.operator.settings import RunOptions
 
 pytestmark = pytest.mark.slow

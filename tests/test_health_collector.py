@@ -16,11 +16,11 @@ from hack.ibfabric import Spec, build
 from labeler.isolation import COUNTERS
 from providers.infiniband.published import ERRORS_AT, PORT_ERRORS, object_name
 from labeler.shards import read_manifest
-from tests.ibcluster import NAMESPACE, ibnetdiscover_wrapper
-from tests.ibsim import ibsim, needs_opensm  # noqa: F401 (ibsim is a fixture)
-from tests.ibsysfs import write_sysfs
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
-from tests.operatorrun import InThread, wait_until
+from testkit.ibcluster import NAMESPACE, ibnetdiscover_wrapper
+from testkit.ibsim import ibsim, needs_opensm  # noqa: F401 (ibsim is a fixture)
+from testkit.ibsysfs import write_sysfs
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
+from testkit.operatorrun import InThread, wait_until
 from tests.test_health_apiserver import health, nodes, taints
 from tests.test_ib_collector import AUTO_FABRIC, LEASE_SECONDS, hca_devices, ib  # noqa: F401 (fixture)
 from tests.test_ib_collector import CollectorProcess

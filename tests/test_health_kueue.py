@@ -14,11 +14,11 @@ import yaml
 from kubernetes import client
 
 from hack.synth import gke_cluster
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster, kueue_cluster, kueue_kube  # noqa: F401
-from tests.kueue_workloads import admission, is_admitted, pending_message, workload_of
-from tests.operatorrun import InThread, wait_until
-from tests.tas_replay import cq_active
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster, kueue_cluster, kueue_kube  # noqa: F401
+from testkit.kueue_workloads import admission, is_admitted, pending_message, workload_of
+from testkit.operatorrun import InThread, wait_until
+from testkit.tas_replay import cq_active
 from tests.test_health_apiserver import health, nodes, report, taints
 from tests.test_kueue_e2e import TRAIN, annotated_job, fit, pods_bound_to, remove_job, submit
 from topolabel.operator.settings import RunOptions

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hack.ibfabric import SIZED, Fabric, Spec, build
-from tests.ibsim import Simulator, ibsim, needs_ibsim, needs_opensm  # noqa: F401 (ibsim is a fixture)
+from testkit.ibsim import Simulator, ibsim, needs_ibsim, needs_opensm  # noqa: F401 (ibsim is a fixture)
 from topolabel.cli import main
 
 pytestmark = [needs_ibsim, pytest.mark.slow]

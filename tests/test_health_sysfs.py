@@ -14,7 +14,7 @@ from labeler.isolation import COUNTERS, HEALTHY, ISOLATED, SUSPECT, History
 from labeler.nodes import Node
 from providers.infiniband.portrecord import ANNOTATION, MAX_CHARS, decode, encode, make_record
 from providers.infiniband.sysfs import read_port_health
-from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
+from testkit.ibsysfs import FakeDevice, FakePort, write_sysfs
 from topolabel.agent import PortWatch
 from topolabel.cli import main
 from topolabel.fabrichealth import Evidence, assess

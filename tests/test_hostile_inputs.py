@@ -18,7 +18,8 @@ import yaml
 
 from labeler.errors import SourceError
 from labeler.hosttools import run_tool
-from tests.conftest import EXAMPLES
+from testkit.environment import EXAMPLES
+from testkit.ibcaptures import SMALL
 from topolabel.agent import Agent, lldpcli_command, read_neighbors, run as run_agent
 from topolabel.cli import main
 
@@ -34,7 +35,7 @@ def test_a_long_scalar_aliased_thousands_of_times_is_refused(tmp_path: Path, cap
     guids = tmp_path / "guids.yaml"
     guids.write_text("big: &s " + "a" * 100_000 + "\nnode-a: [" + ", ".join(["*s"] * 10_000) + "]\n")
     fabric = tmp_path / "fabric.ibnet"
-    fabric.write_text((Path(__file__).parent / "test_infiniband.py").read_text().split('SMALL = """', 1)[1].split('"""')[0])
+    fabric.write_text(SMALL)
     code = main(["discover", "--source", "infiniband", "--ibnetdiscover", str(fabric), "--guid-map", str(guids)])
     one_line(code, capsys.readouterr().err, "aliases expand the document to more than 8 times its size")
 

@@ -8,7 +8,7 @@ from functools import cmp_to_key
 import pytest
 
 from exporters.hostlist import compress, natcmp
-from tests.slurm_rules import HostlistError, expand
+from testkit.slurm_rules import HostlistError, expand
 
 
 @pytest.mark.parametrize("names, expected", [

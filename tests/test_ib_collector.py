@@ -20,12 +20,12 @@ from labeler.kube import connect, request_json
 from labeler.shards import publish, read_manifest, touch
 from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.published import FABRIC_LABEL, TIME_FORMAT, encode, object_name, pack, to_bytes
-from tests.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
+from testkit.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,
                              lease_holder, manifest_docs, sa_kubeconfig)
-from tests.ibsim import Simulator, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
-from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
-from tests.operatorrun import InThread, wait_until
+from testkit.ibsim import Simulator, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from testkit.ibsysfs import FakeDevice, FakePort, write_sysfs
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.operatorrun import InThread, wait_until
 from tests.test_operator_apiserver import cluster, options, prepared  # noqa: F401 (fixtures)
 from topolabel.cli import main
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from providers.infiniband import ANNOTATION as IB_ANNOTATION, DEFAULT_NAMESPACE
-from tests.conftest import ROOT
-from tests.ibcluster import AGENT, COLLECTOR, NAMESPACE, apply_docs, manifest_docs
-from tests.kubecluster import KubeCluster, kube_cluster  # noqa: F401
-from tests.celpolicy import Policy
+from testkit.environment import ROOT
+from testkit.ibcluster import AGENT, COLLECTOR, NAMESPACE, apply_docs, manifest_docs
+from testkit.kubecluster import KubeCluster, kube_cluster  # noqa: F401
+from testkit.celpolicy import Policy
 from tests.test_lldp_manifests import POLICY as AGENT_POLICY, changed, node, request
 from topolabel.cli import parser
 

@@ -14,8 +14,8 @@ from labeler.shards import SHARD_BYTES, publish, read_published
 from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.place import Request, place
 from providers.infiniband.published import FORMAT, decode, encode, pack, to_bytes, unpack
-from tests.conftest import SHARED
-from tests.kubecluster import KubeCluster, kube_cluster  # noqa: F401
+from testkit.environment import SHARED
+from testkit.kubecluster import KubeCluster, kube_cluster  # noqa: F401
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
 

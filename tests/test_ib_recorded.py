@@ -22,8 +22,8 @@ from labeler.errors import TopolabelError
 from providers.infiniband.fabric import Fabric
 from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.place import Request, place
-from tests.conftest import SHARED
-from tests.ibsim import needs_ibsim, simulate
+from testkit.environment import SHARED
+from testkit.ibsim import needs_ibsim, simulate
 
 CAPTURES = sorted((SHARED / "fabrics").glob("*.ibnetdiscover"))
 SPECS = {

@@ -9,7 +9,7 @@ import pytest
 from labeler.errors import SourceError
 from providers.infiniband.hosts import GuidMap
 from providers.infiniband.sysfs import guid_entries, read_devices
-from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
+from testkit.ibsysfs import FakeDevice, FakePort, write_sysfs
 
 STORAGE_PREFIX = 0xFEC0000000000001
 

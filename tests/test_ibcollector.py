@@ -10,7 +10,7 @@ import pytest
 from labeler.errors import InputError
 from providers.infiniband.fabric import Fabric
 from providers.infiniband.sysfs import read_devices
-from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
+from testkit.ibsysfs import FakeDevice, FakePort, write_sysfs
 from topolabel.cli import main
 from topolabel.ibcollector import Collector, Settings, fabric_ports, parse_fabric_names
 

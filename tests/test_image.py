@@ -1,6 +1,6 @@
 """The image (Dockerfile) run the way the manifests run it: as uid 65532 on a read-only root, the operator
 against a real API server over the host network, and the agent DaemonSet's two containers beside an LLDP
-switch. Built by hack/image.py, run by podman (tests/imagerun.py)."""
+switch. Built by hack/image.py, run by podman (testkit/imagerun.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import yaml
 from hack.image import project_source, project_version
 from hack.synth import gke_cluster
 from providers.lldp.facts import ANNOTATION
-from tests.conftest import ROOT
-from tests.imagerun import READ_ONLY, Image, image  # noqa: F401 (fixture)
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
-from tests.lldplab import Wiring, build_lab, lab_available  # noqa: F401 (fixture)
-from tests.operatorrun import wait_until
+from testkit.environment import ROOT
+from testkit.imagerun import READ_ONLY, Image, image  # noqa: F401 (fixture)
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
+from testkit.lldplab import Wiring, build_lab, lab_available  # noqa: F401 (fixture)
+from testkit.operatorrun import wait_until
 
 pytestmark = pytest.mark.slow
 

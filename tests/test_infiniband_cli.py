@@ -12,8 +12,8 @@ import yaml
 
 from hack.ibfabric import Spec, build
 from hack.synth import H100, node_list, node_object
-from tests.conftest import SHARED
-from tests.ibsim import PRELOAD, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from testkit.environment import SHARED
+from testkit.ibsim import PRELOAD, ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
 from topolabel.cli import main
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"

@@ -19,7 +19,7 @@ from labeler.config import Config
 from labeler.model import Snapshot
 from labeler.nodes import Node
 from providers.registry import get_source
-from tests.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from testkit.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
 from topolabel.cli import main
 from topolabel.pipeline import discover
 

@@ -1,6 +1,6 @@
 """Every Kubernetes call ends within its timeout with one line and exit 2 (CLI), or is retried (operator).
 
-Raw-socket servers (tests/faultserver.py) stand in for a silent server, headers, a body or a TLS handshake that
+Raw-socket servers (testkit/faultserver.py) stand in for a silent server, headers, a body or a TLS handshake that
 drip a byte at a time, a PATCH nobody answers, a connection dropped mid-PATCH, a proxy answering HTML, a body
 that never ends, throttling with a long Retry-After, lists that page for ever and JSON of the wrong shape
 (issue 32's hostile API server); the CLI runs in-process.
@@ -20,8 +20,8 @@ from kubernetes.client.exceptions import ApiException
 from labeler.errors import KubeUnreachable
 from labeler.kube import MAX_RETRY_AFTER, call_with_retries, retry_delay
 from labeler import kube
-from tests.conftest import EXAMPLES
-from tests.faultserver import (DropsFirstPatch, EndlessPages, FaultServer, answering, closed_port, flood, header_drip,
+from testkit.environment import EXAMPLES
+from testkit.faultserver import (DropsFirstPatch, EndlessPages, FaultServer, answering, closed_port, flood, header_drip,
                                html, no_patch_answer, silent, slow_drip, tls_drip)
 from topolabel.cli import main
 

@@ -4,7 +4,7 @@ checked, one line naming the file; exec credential plugins run under a timeout t
 Before, the client's loader parsed them unbounded (a 380-byte alias bomb took 30 s, 3.6 GB and printed a 312 MB
 traceback), a NUL, a latin-1 byte, two documents, a Python tag, `users: 5` or deep nesting were internal errors,
 and a plugin that never answered hung every command. Each case runs the CLI in-process against a raw-socket
-server (tests/faultserver.py) or none at all.
+server (testkit/faultserver.py) or none at all.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from hack.fuzz import ALIAS_BOMB
+from testkit.fuzz import ALIAS_BOMB
 from labeler import kubeconfig
 from labeler.errors import InputError
 from labeler.kubeconfig import read_kubeconfig
-from tests.faultserver import NODE_LIST, FaultServer, answer, read_request
+from testkit.faultserver import NODE_LIST, FaultServer, answer, read_request
 from topolabel.cli import main
 
 HOSTILE = {

@@ -18,8 +18,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labeler.kube import MERGE_PATCH
-from tests.conftest import EXAMPLES
-from tests.kubecluster import KubeCluster, kube_cluster, kueue_cluster  # noqa: F401
+from testkit.environment import EXAMPLES
+from testkit.kubecluster import KubeCluster, kube_cluster, kueue_cluster  # noqa: F401
 from topolabel.cli import main
 
 pytestmark = pytest.mark.slow

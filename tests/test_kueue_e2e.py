@@ -26,16 +26,16 @@ from kubernetes import client
 from hack.synth import gke_cluster
 from topolabel.cli import main
 from topolabel.operator.kueue import covers
-from tests.conftest import EXAMPLES
-from tests.kubecluster import KubeCluster, kueue_cluster, kueue_kube  # noqa: F401
-from tests.kueue_jobs import (BLOCK, HOSTNAME, POOL, REQUIRED, TRAIN, annotated_job, fit, job_pods,
+from testkit.environment import EXAMPLES
+from testkit.kubecluster import KubeCluster, kueue_cluster, kueue_kube  # noqa: F401
+from testkit.kueue_jobs import (BLOCK, HOSTNAME, POOL, REQUIRED, TRAIN, annotated_job, fit, job_pods,
                               operator_objects, remove_job, remove_operator_objects, start_operator, submit,
                               wait_parked)
-from tests.kueue_workloads import (GROUP, QUEUE_LABEL, VERSION, admission, event_messages, is_admitted,
+from testkit.kueue_workloads import (GROUP, QUEUE_LABEL, VERSION, admission, event_messages, is_admitted,
                                    pending_message, workload_of)
-from tests.operatorrun import stop, wait_until
-from tests.tas_cluster import pod
-from tests.tas_replay import create_pods
+from testkit.operatorrun import stop, wait_until
+from testkit.tas_cluster import pod
+from testkit.tas_replay import create_pods
 
 pytestmark = pytest.mark.slow
 CONFIG = EXAMPLES / "topolabel.yaml"

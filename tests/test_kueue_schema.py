@@ -13,8 +13,8 @@ from labeler.nodes import parse_nodes
 from labeler.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover
-from tests.conftest import SHARED, kueue_crd, kueue_crds
-from tests.crdschema import validate
+from testkit.environment import SHARED, kueue_crd, kueue_crds
+from testkit.crdschema import validate
 
 CRD_OF = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
           "LocalQueue": "localqueues"}

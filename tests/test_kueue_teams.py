@@ -27,10 +27,10 @@ import yaml
 from kubernetes import client
 
 from hack.synth import B200, H100, gke_cluster
-from tests.kubecluster import KubeCluster, kueue_cluster  # noqa: F401
-from tests.kueue_workloads import (GROUP, QUEUE_LABEL, VERSION, admission, condition, is_admitted, pending_message,
+from testkit.kubecluster import KubeCluster, kueue_cluster  # noqa: F401
+from testkit.kueue_workloads import (GROUP, QUEUE_LABEL, VERSION, admission, condition, is_admitted, pending_message,
                                    workload_of, workloads)
-from tests.operatorrun import wait_until
+from testkit.operatorrun import wait_until
 from topolabel.cli import main
 from topolabel.operator.kueue import covers
 

@@ -1,10 +1,10 @@
-"""tests/kueue_workloads.py reads Kueue v1beta2's topology assignments in both of their forms."""
+"""testkit/kueue_workloads.py reads Kueue v1beta2's topology assignments in both of their forms."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.kueue_workloads import admission, decode, pending_message
+from testkit.kueue_workloads import admission, decode, pending_message
 
 LEVELS = ["topolabel.dev/block", "kubernetes.io/hostname"]
 

@@ -41,15 +41,15 @@ from urllib3.exceptions import ProtocolError
 
 from hack import testcluster
 from hack.synth import H100, gke_cluster
-from tests.conftest import ROOT
-from tests.helmrun import helm  # noqa: F401 (fixture)
-from tests.kubecluster import KubeCluster, kwok_kueue_cluster, kwok_kueue_kube  # noqa: F401
-from tests.kueue_jobs import (BLOCK, REQUIRED, TRAIN, annotate, annotated_job, fit, job_pods, operator_objects,
+from testkit.environment import ROOT
+from testkit.helmrun import helm  # noqa: F401 (fixture)
+from testkit.kubecluster import KubeCluster, kwok_kueue_cluster, kwok_kueue_kube  # noqa: F401
+from testkit.kueue_jobs import (BLOCK, REQUIRED, TRAIN, annotate, annotated_job, fit, job_pods, operator_objects,
                               pod_template, remove_job, remove_operator_objects, start_operator, submit, wait_parked)
-from tests.kueue_workloads import GROUP, VERSION, admission, condition, is_admitted, workload_of
-from tests.operatorrun import stop, wait_until
-from tests.tas_cluster import pod
-from tests.tas_replay import create_pods
+from testkit.kueue_workloads import GROUP, VERSION, admission, condition, is_admitted, workload_of
+from testkit.operatorrun import stop, wait_until
+from testkit.tas_cluster import pod
+from testkit.tas_replay import create_pods
 
 pytestmark = pytest.mark.slow
 KWOK_USER = "system:serviceaccount:kube-system:kwok-controller"

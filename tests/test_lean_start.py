@@ -13,7 +13,7 @@ from labeler.errors import SourceError
 from providers.base import SourceContext, _validated, parse_options
 from providers.infiniband import InfinibandOptions as Model, options
 from providers.options import model_of
-from tests.conftest import ROOT, SHARED
+from testkit.environment import ROOT, SHARED
 from topolabel.cli import parse, parser
 
 NDR = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"

@@ -16,8 +16,8 @@ from kubernetes.client.exceptions import ApiException
 import labeler.lease as lease_module
 from labeler.kube import request_json
 from labeler.lease import Keeper, Lease, micro_time
-from tests.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
-from tests.kubecluster import kube_cluster  # noqa: F401
+from testkit.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
+from testkit.kubecluster import kube_cluster  # noqa: F401
 
 pytestmark = pytest.mark.slow
 NS = "topolabel-lease-test"

@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from labeler.errors import SourceError
 from providers.lldp.facts import ANNOTATION, parse_json0, to_json
-from tests.lldplab import build_lab, fixed_wiring, lab_available, mismatches  # noqa: F401 (fixture)
+from testkit.lldplab import build_lab, fixed_wiring, lab_available, mismatches  # noqa: F401 (fixture)
 from topolabel.agent import Agent, annotation_patch, lldpcli_command, read_neighbors, run
 from topolabel.cli import main
 

@@ -1,4 +1,4 @@
-"""The agent's RBAC on a real kube-apiserver 1.36 (tests/kubecluster.py): the ClusterRole in manifests/agent
+"""The agent's RBAC on a real kube-apiserver 1.36 (testkit/kubecluster.py): the ClusterRole in manifests/agent
 lets the agent's ServiceAccount send its one merge patch and nothing else, and the DaemonSet passes a
 server-side dry run.
 
@@ -17,8 +17,8 @@ from kubernetes.client.exceptions import ApiException
 
 from labeler.kube import call_with_retries, connect, patch_node
 from providers.lldp.facts import ANNOTATION, Neighbor, to_json
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 from topolabel.agent import Agent, annotation_patch
 
 pytestmark = pytest.mark.slow

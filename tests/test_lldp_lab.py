@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.lldplab import (Lab, build_lab, dual_homed_wiring, fixed_wiring,  # noqa: F401 (build_lab is a fixture)
+from testkit.lldplab import (Lab, build_lab, dual_homed_wiring, fixed_wiring,  # noqa: F401 (build_lab is a fixture)
                            lab_available, mismatches, random_wiring)
 from topolabel.cli import main
 

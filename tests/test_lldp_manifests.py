@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from providers.lldp.facts import ANNOTATION
-from tests.celpolicy import Policy
+from testkit.celpolicy import Policy
 from topolabel.cli import parser
 
 ROOT = Path(__file__).resolve().parent.parent / "manifests" / "agent"

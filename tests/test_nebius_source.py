@@ -1,5 +1,5 @@
 """The nebius source end to end: the real `nebius` SDK over TLS against a local gRPC server built from the SDK's
-own service definitions (tests/nebius_server.py).
+own service definitions (testkit/nebius_server.py).
 
 Every test counts the List calls the server saw against the bound: per project, max(1, ceil(instances /
 page)) calls, whatever the number of nodes.
@@ -26,9 +26,9 @@ from labeler.placement import level_keys, to_snapshot  # noqa: E402
 from providers import nebius as source  # noqa: E402
 from providers.base import SourceContext  # noqa: E402
 from providers.labels import discover as discover_labels  # noqa: E402
-from tests.conftest import ROOT  # noqa: E402
-from tests.nebius_server import TOKEN, NebiusServer, instance  # noqa: E402
-from tests.tlscert import Certificate  # noqa: E402
+from testkit.environment import ROOT  # noqa: E402
+from testkit.nebius_server import TOKEN, NebiusServer, instance  # noqa: E402
+from testkit.tlscert import Certificate  # noqa: E402
 
 P1, P2 = "project-e00train", "project-e00infer"
 # The held-out fixture: (project, root, spine, leaf, instances), the path root first as Nebius reports it.

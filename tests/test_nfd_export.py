@@ -17,8 +17,8 @@ from hack.testcluster import stack_path
 from labeler.errors import TopologyError
 from labeler.model import Discovery
 from labeler.placement import level_keys, pad_depths, to_snapshot
-from tests.conftest import skip_or_fail
-from tests.crdschema import validate
+from testkit.environment import skip_or_fail
+from testkit.crdschema import validate
 from topolabel.cli import main
 
 CRDS = "deployment/base/nfd-crds/nfd-api-crds.yaml"

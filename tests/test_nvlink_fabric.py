@@ -11,9 +11,9 @@ from hack.ibfabric import Spec, build
 from kueue_config.objects import generate
 from labeler.config import parse_config
 from labeler.nodes import Node
-from tests.conftest import kueue_crd
-from tests.crdschema import validate
-from tests.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from testkit.environment import kueue_crd
+from testkit.crdschema import validate
+from testkit.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
 from topolabel.pipeline import discover, source_options
 
 pytestmark = [needs_ibsim, pytest.mark.slow]

@@ -1,5 +1,5 @@
 """The oci source end to end: the real `oci` SDK, signing with an API key from an OCI config file, against a
-local OCI API (tests/oci_server.py) that checks each request's signature.
+local OCI API (testkit/oci_server.py) that checks each request's signature.
 
 Every test counts the calls the server saw against the bound: one ListAvailabilityDomains, one
 ListComputeHosts per page of each availability domain listed, one GetComputeHost per host of a node whose
@@ -22,8 +22,8 @@ from labeler.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover as discover_labels
 from providers.oci import PAGE_LIMIT, discover
-from tests.conftest import ROOT
-from tests.oci_server import TENANCY, ApiKey, OciServer, host
+from testkit.environment import ROOT
+from testkit.oci_server import TENANCY, ApiKey, OciServer, host
 
 pytest.importorskip("oci")
 

@@ -1,4 +1,4 @@
-"""`topolabel run` on a real Kubernetes 1.36 control plane (tests/kubecluster.py) with Kueue's CRDs, as user
+"""`topolabel run` on a real Kubernetes 1.36 control plane (testkit/kubecluster.py) with Kueue's CRDs, as user
 `topolabel-operator` bound only to the manifests' ClusterRole. Writes are counted from the server's audit log;
 Kueue objects are server-side applied with field manager `topolabel`."""
 
@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
-from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.operatorrun import InThread, kill, spawn, stop, wait_until
 from topolabel.operator.settings import RunOptions
 
 MANIFESTS = ROOT / "manifests"

@@ -21,7 +21,7 @@ from labeler.plan import NodeChange, Plan
 from providers import inventory, labels
 from providers.base import Options, Source
 from providers.registry import get_source, option_models
-from tests.conftest import ROOT
+from testkit.environment import ROOT
 from topolabel.cli import parser
 from topolabel.operator.backoff import Backoff
 from topolabel.operator.kueue import Usage, covers, needs_usage, plan_changes

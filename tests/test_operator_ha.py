@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
-from tests.operatorrun import kill, spawn, stop, wait_until
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.operatorrun import kill, spawn, stop, wait_until
 from tests.test_operator_apiserver import cluster, operator_writes, prepared, quiet  # noqa: F401
 from topolabel.operator.leader import LEASE_NAME
 

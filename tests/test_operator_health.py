@@ -12,8 +12,8 @@ from kubernetes.client.exceptions import ApiException
 
 from hack.synth import gke_cluster
 from labeler.kube import connect
-from tests.kmockcluster import MockCluster
-from tests.operatorrun import InThread, wait_until
+from testkit.kmockcluster import MockCluster
+from testkit.operatorrun import InThread, wait_until
 from tests.test_operator_kmock import GKE_FLAGS, http_get, node_patches, options
 from topolabel.operator.kubeapi import Kube
 from topolabel.operator.metrics import Health, Metrics

@@ -21,9 +21,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
 from labeler.nodes import MANAGED_ANNOTATION
-from tests.conftest import EXAMPLES
-from tests.kmockcluster import MockCluster
-from tests.operatorrun import InThread, kill, spawn, stop, wait_until
+from testkit.environment import EXAMPLES
+from testkit.kmockcluster import MockCluster
+from testkit.operatorrun import InThread, kill, spawn, stop, wait_until
 from topolabel import version
 from topolabel.operator.settings import RunOptions
 

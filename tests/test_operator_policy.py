@@ -1,5 +1,5 @@
 """manifests/admission-policy.yaml, the operator's ValidatingAdmissionPolicy, evaluated with a CEL interpreter
-(tests/celpolicy.py) for every rule; tests/test_operator_policy_apiserver.py proves it on the real API server.
+(testkit/celpolicy.py) for every rule; tests/test_operator_policy_apiserver.py proves it on the real API server.
 
 Issue 32, S2: the operator's token could cordon, taint (NoExecute) and rewrite kubernetes.io/hostname on any
 Node, and (S4) delete or patch Kueue objects it did not create: RBAC grants `patch nodes` and Kueue kinds
@@ -15,8 +15,8 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from tests.celpolicy import Policy
-from tests.conftest import ROOT
+from testkit.celpolicy import Policy
+from testkit.environment import ROOT
 
 DOCS = list(yaml.safe_load_all((ROOT / "manifests" / "admission-policy.yaml").read_text()))
 SPEC = next(d for d in DOCS if d["kind"] == "ValidatingAdmissionPolicy")

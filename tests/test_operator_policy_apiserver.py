@@ -19,10 +19,10 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from labeler.kube import MERGE_PATCH, connect, request_json
-from tests.conftest import ROOT
-from tests.ibcluster import sa_kubeconfig
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
-from tests.operatorrun import wait_until
+from testkit.environment import ROOT
+from testkit.ibcluster import sa_kubeconfig
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
+from testkit.operatorrun import wait_until
 from topolabel.cli import main
 
 pytestmark = pytest.mark.slow

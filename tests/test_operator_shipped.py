@@ -1,6 +1,6 @@
 """The operator as the chart ships it, on the real 1.36 server: `helm install`, then the chart's own Deployment
 run in the image (its args, `POD_NAMESPACE` from the downward API, the chart's ServiceAccount token at the
-in-cluster path, read-only root as uid 65532; tests/podrunner.py plays the kubelet). A friendlier local set-up
+in-cluster path, read-only root as uid 65532; testkit/podrunner.py plays the kubelet). A friendlier local set-up
 once hid that no Event ever landed.
 
 One story, in order: a LocalQueue's namespace is missing (ApplyFailed, `kubectl get tl` says so), created 20 s
@@ -23,12 +23,12 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from tests.conftest import ROOT
-from tests.helmrun import helm  # noqa: F401 (fixture)
-from tests.imagerun import Image, image  # noqa: F401 (fixture)
-from tests.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
-from tests.operatorrun import wait_until
-from tests.podrunner import PodRunner
+from testkit.environment import ROOT
+from testkit.helmrun import helm  # noqa: F401 (fixture)
+from testkit.imagerun import Image, image  # noqa: F401 (fixture)
+from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401 (fixtures)
+from testkit.operatorrun import wait_until
+from testkit.podrunner import PodRunner
 
 CHART = ROOT / "charts" / "topolabel"
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"

@@ -18,7 +18,7 @@ import yaml
 
 from hack import image, krew
 from hack.image import CACHE, project_version
-from tests.conftest import EXAMPLES, ROOT, skip_or_fail
+from testkit.environment import EXAMPLES, ROOT, skip_or_fail
 
 # What a checkout holds beside the sources; left out of the copy the build runs in, so it writes its
 # egg-info and build/ there rather than in the working tree.

@@ -20,8 +20,8 @@ from labeler.placement import level_keys, to_snapshot
 from labeler.queues import Amount
 from providers.base import SourceContext
 from providers.labels import discover
-from tests.conftest import EXAMPLES
-from tests.kueuerules import problems
+from testkit.environment import EXAMPLES
+from testkit.kueuerules import problems
 
 H100_POOL, B200_POOL = "nvidia-h100-mega-80gb", "nvidia-b200"
 POOLS = {"label": "cloud.google.com/gke-accelerator"}

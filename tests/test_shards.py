@@ -14,8 +14,8 @@ from labeler.errors import SourceError
 from labeler.kube import request_json
 from labeler.shards import (MAX_SHARDS, SHARD_BYTES, SHARD_OF, ShardGone, publish, read_blob, read_manifest,
                             read_published, touch)
-from tests.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
-from tests.kubecluster import kube_cluster  # noqa: F401
+from testkit.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
+from testkit.kubecluster import kube_cluster  # noqa: F401
 
 pytestmark = pytest.mark.slow
 NS = "topolabel-shards-test"

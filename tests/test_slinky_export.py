@@ -1,6 +1,6 @@
 """`topolabel export slinky`: the ConfigMap with topology.yaml for Slinky's slurm-operator, full and skeleton.
 
-topology.yaml is checked with Slurm's rules (tests/slurm_rules.py); the ConfigMap's key against the file names
+topology.yaml is checked with Slurm's rules (testkit/slurm_rules.py); the ConfigMap's key against the file names
 slurm-operator's Controller webhook knows, and a Controller naming the ConfigMap in `configFileRefs` against
 the Controller CRD, both read from slurm-operator's Go module (v1.0.0, the version the module proxy serves;
 linked by `hack/build-test-stack exporters`). Skeleton mode: the annotations put back into the skeleton must
@@ -25,10 +25,10 @@ from hack.testcluster import stack_path
 from labeler.errors import TopologyError
 from labeler.model import Discovery, Snapshot
 from labeler.placement import level_keys, pad_depths, to_snapshot
-from tests.conftest import skip_or_fail
-from tests.crdschema import validate
-from tests.kmockcluster import MockCluster
-from tests.slurm_rules import check_topology_yaml
+from testkit.environment import skip_or_fail
+from testkit.crdschema import validate
+from testkit.kmockcluster import MockCluster
+from testkit.slurm_rules import check_topology_yaml
 from topolabel.cli import main
 
 SIZED = SlurmOptions(format="yaml", block_sizes=(4, 8))

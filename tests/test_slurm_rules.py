@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.slurm_rules import aggregate_blocks, check_block_conf, check_topology_yaml, check_tree_conf
+from testkit.slurm_rules import aggregate_blocks, check_block_conf, check_topology_yaml, check_tree_conf
 
 NODES = [f"n{i}" for i in range(1, 9)]
 GOOD_TREE = """# a comment

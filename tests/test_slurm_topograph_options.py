@@ -1,6 +1,6 @@
 """Slurm export as Topograph users expect it: trimmed top tiers, nodes without topology under `no-topology`, and
 topology.yaml with several named topologies chosen by node selectors. Every file is checked against Slurm's
-own rules (tests/slurm_rules.py)."""
+own rules (testkit/slurm_rules.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from labeler.errors import TopologyError
 from labeler.model import Discovery, Snapshot
 from labeler.nodes import Node
 from labeler.placement import level_keys, to_snapshot
-from tests.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf
+from testkit.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf
 from topolabel.cli import main
 
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from testkit.environment import EXAMPLES
 from topolabel.cli import main
 
 CONFIG, NODES, JOB = EXAMPLES / "topolabel.yaml", EXAMPLES / "nodes.yaml", EXAMPLES / "jobs" / "pytorchjob.yaml"

@@ -11,8 +11,8 @@ import yaml
 
 from kueue_config.tas import jobfile
 from kueue_config.tas.workloads import workloads_in
-from tests.tas_cluster import BLOCK, HOST, RACK, kueue_objects
-from tests.tas_jobs import KINDS, SCHEMAS
+from testkit.tas_cluster import BLOCK, HOST, RACK, kueue_objects
+from testkit.tas_jobs import KINDS, SCHEMAS
 from topolabel.cli import main
 
 REQ = "kueue.x-k8s.io/podset-required-topology"

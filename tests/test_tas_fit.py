@@ -21,8 +21,8 @@ from kueue_config.tas.fit import fit
 from kueue_config.tas.setup import Flavor, Queue
 from kueue_config.tas.workloads import workload_of
 from labeler.nodes import parse_nodes
-from tests.fake_kube_readonly import FakeKube
-from tests.tas_cluster import (BLOCK, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects, node, node_list,
+from testkit.fake_kube_readonly import FakeKube
+from testkit.tas_cluster import (BLOCK, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects, node, node_list,
                                pod, pod_template)
 from topolabel.cli import main
 
@@ -305,7 +305,7 @@ def test_gates_fit_does_not_model_mean_no_guess(tmp_path: Path, capsys) -> None:
 
 
 def test_flavors_are_tried_with_their_own_topologies(tmp_path: Path, capsys) -> None:
-    from tests.tas_scenarios import flavor, queues, topology
+    from testkit.tas_scenarios import flavor, queues, topology
     nodes = cluster()
     for n in nodes:
         n["metadata"]["labels"]["pool"] = "small" if n["metadata"]["name"] in ("n1", "n2") else "big"
@@ -321,7 +321,7 @@ def test_flavors_are_tried_with_their_own_topologies(tmp_path: Path, capsys) -> 
 
 
 def test_a_job_without_tas_goes_to_a_non_tas_flavor(tmp_path: Path, capsys) -> None:
-    from tests.tas_scenarios import flavor, queues, topology
+    from testkit.tas_scenarios import flavor, queues, topology
     kueue = [topology("topo", list(KEYS)), flavor("plain", None), flavor("gpus", "topo"), *queues(["plain", "gpus"])]
     args = _cli(tmp_path, batch_job(20), cluster(), kueue=kueue)
     assert main([*args, "-o", "json"]) == 0
@@ -336,7 +336,7 @@ def test_a_job_without_tas_goes_to_a_non_tas_flavor(tmp_path: Path, capsys) -> N
 
 
 def test_the_table_counts_the_pods_its_rows_count_in_80_columns(tmp_path: Path, capsys, monkeypatch) -> None:
-    from tests.tas_scenarios import pytorchjob
+    from testkit.tas_scenarios import pytorchjob
     monkeypatch.setenv("COLUMNS", "80")
     nodes = cluster()
     for n in nodes:

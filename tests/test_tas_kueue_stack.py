@@ -1,8 +1,8 @@
-"""`fit` equals the real Kueue: the scenarios of tests/tas_scenarios.py replayed on a test cluster with the
+"""`fit` equals the real Kueue: the scenarios of testkit/tas_scenarios.py replayed on a test cluster with the
 Kueue v0.19.2 manager (`hack/test-cluster up DIR --with-kueue`), compared with what `topolabel fit` predicts.
 
 Every Job and JobSet scenario of the table, and seeded random ones, is created on the cluster under its own
-names (tests/tas_replay.py): nodes with their status, running pods bound to them, the Kueue objects, the job.
+names (testkit/tas_replay.py): nodes with their status, running pods bound to them, the Kueue objects, the job.
 Kueue must admit exactly the Workloads `fit` says fit, with the same pods on the same nodes, and a pending
 Workload must show the message `fit` gives. (LeaderWorkerSet, PyTorchJob and Ray need controllers the test
 cluster does not run; hack/tas-oracle judges those.) Scenarios run a few at a time, on their own names.
@@ -14,9 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 
-from tests.kubecluster import kueue_cluster  # noqa: F401 (a fixture)
-from tests.tas_replay import REPLAYABLE, cleanup, isolate, replay
-from tests.tas_scenarios import Scenario, random_scenario, table
+from testkit.kubecluster import kueue_cluster  # noqa: F401 (a fixture)
+from testkit.tas_replay import REPLAYABLE, cleanup, isolate, replay
+from testkit.tas_scenarios import Scenario, random_scenario, table
 from tests.test_tas_oracle import topolabel_predicts
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from kueue_config.tas.lint import Finding, LintContext, lint
 from kueue_config.tas.workloads import workload_of
-from tests.tas_cluster import BLOCK, HOST, RACK, batch_job, kueue_objects, pod_template
+from testkit.tas_cluster import BLOCK, HOST, RACK, batch_job, kueue_objects, pod_template
 from topolabel.cli import main
 
 KEYS = [BLOCK, RACK, HOST]
@@ -162,7 +162,7 @@ def test_bad_files_are_one_line_errors(tmp_path: Path, capsys, text: str, messag
 
 
 def test_check_agrees_with_kueues_validation_on_the_manifest_table() -> None:
-    from tests.tas_manifests import MANIFESTS, verdict
+    from testkit.tas_manifests import MANIFESTS, verdict
     assert len(MANIFESTS) >= 30
     assert {m.verdict for m in MANIFESTS} == {"accepted", "rejected", "no-workload"}
     got = {m.name: verdict(lint([workload_of(m.obj, "test")])) for m in MANIFESTS}
@@ -170,7 +170,7 @@ def test_check_agrees_with_kueues_validation_on_the_manifest_table() -> None:
 
 
 def test_where_kueue_accepts_check_says_what_the_scheduler_does() -> None:
-    from tests.tas_manifests import MANIFESTS
+    from testkit.tas_manifests import MANIFESTS
     by_name = {m.name: lint([workload_of(m.obj, "test")]) for m in MANIFESTS}
     [pairs] = [f for f in by_name["PyTorchJob group of 2 and 3 pods"] if GROUP in f.path]
     assert (pairs.severity, pairs.effect) == ("error", "stuck") and "Kueue accepts it" in pairs.message
@@ -191,7 +191,7 @@ def test_a_job_without_annotations_says_what_kueue_does_in_its_queue() -> None:
 
 
 def test_multi_layer_levels_and_order_are_checked_against_the_topology() -> None:
-    from tests.tas_manifests import layers
+    from testkit.tas_manifests import layers
     wrong_order = batch_job(8, {REQ: BLOCK, LAYERS: layers((HOST, 4), (RACK, 2))})
     [f] = [f for f in _findings(wrong_order) if f.effect == "pending"]
     assert f"additional slice layer topology {RACK} must be at a lower level than {HOST}" in f.message

@@ -1,4 +1,4 @@
-"""`job check` equals the real Kueue: the manifests of tests/tas_manifests.py created on a test cluster running
+"""`job check` equals the real Kueue: the manifests of testkit/tas_manifests.py created on a test cluster running
 the Kueue v0.19.2 manager and its webhooks (`hack/test-cluster up DIR --with-kueue`).
 
 Each Job and JobSet of the table is created in its own namespace. `rejected` means the API server or Kueue's
@@ -19,9 +19,9 @@ from kubernetes.client.exceptions import ApiException
 
 from kueue_config.tas.lint import lint
 from kueue_config.tas.workloads import workload_of
-from tests.tas_manifests import ACCEPTED, MANIFESTS, NO_WORKLOAD, REJECTED, Manifest, verdict
-from tests.kubecluster import kueue_cluster  # noqa: F401 (a fixture)
-from tests.tas_replay import REPLAYABLE
+from testkit.tas_manifests import ACCEPTED, MANIFESTS, NO_WORKLOAD, REJECTED, Manifest, verdict
+from testkit.kubecluster import kueue_cluster  # noqa: F401 (a fixture)
+from testkit.tas_replay import REPLAYABLE
 
 
 NO_WORKLOAD_AFTER = 8.0  # seconds an accepted job is given to get its Workload

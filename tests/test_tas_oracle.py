@@ -1,6 +1,6 @@
 """`fit` equals Kueue: topolabel's prediction against Kueue v0.19.2's own scheduler code (hack/tas-oracle).
 
-Each scenario of tests/tas_scenarios.py - the fixed table and seeded random ones - is decided twice: by
+Each scenario of testkit/tas_scenarios.py - the fixed table and seeded random ones - is decided twice: by
 `topolabel fit`, and by the oracle, which runs Kueue's flavor assigner and TAS placement on the same
 nodes, pods, Kueue objects and PodSets. They must agree on whether each Workload is admitted, on the pods
 per node (or domain) of every PodSet, and on the message Kueue gives when it is not. Where a scenario
@@ -20,8 +20,8 @@ from kueue_config.tas.lint import lint, rejections
 from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, workload_of
 from labeler.nodes import parse_nodes
-from tests.tas_oracle import decided, kueue_decides, placement_payload, predicted, run_oracle
-from tests.tas_scenarios import Scenario, random_scenario, table
+from testkit.tas_oracle import decided, kueue_decides, placement_payload, predicted, run_oracle
+from testkit.tas_scenarios import Scenario, random_scenario, table
 
 TABLE = table()
 SEEDS = range(120)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from kueue_config.tas import svg
-from tests.tas_cluster import BLOCK, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects, node, node_list, pod
+from testkit.tas_cluster import BLOCK, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects, node, node_list, pod
 from topolabel.cli import main
 
 KEYS = [BLOCK, RACK, HOST]

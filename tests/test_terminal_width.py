@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES
-from tests.ibsysfs import FakeDevice, FakePort, write_sysfs
-from tests.kmockcluster import MockCluster
+from testkit.environment import EXAMPLES
+from testkit.ibsysfs import FakeDevice, FakePort, write_sysfs
+from testkit.kmockcluster import MockCluster
 from topolabel.cli import main
 
 WIDTH = 80

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from hack import testcluster
-from tests import kubecluster
-from tests.conftest import ROOT
+from testkit import kubecluster
+from testkit.environment import ROOT
 
 
 @pytest.mark.slow

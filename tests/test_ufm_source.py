@@ -1,4 +1,4 @@
-"""The ufm source against a local UFM (tests.ufm_server) serving fabrics from hack.ibfabric: the same fabric
+"""The ufm source against a local UFM (testkit.ufm_server) serving fabrics from hack.ibfabric: the same fabric
 ibsim simulates, read here over UFM's REST API with TLS verification on.
 
 It must place a held-out fabric as its ground truth says, report every node it cannot place, ask UFM twice per
@@ -24,10 +24,10 @@ from labeler.model import Discovery
 from labeler.nodes import Node
 from providers.base import SourceContext
 from providers.registry import get_source
-from tests.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
+from testkit.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
 from tests.test_infiniband_sim import truth_partition
-from tests.tlscert import Certificate
-from tests.ufm_server import TOKEN, USERS, UfmServer
+from testkit.tlscert import Certificate
+from testkit.ufm_server import TOKEN, USERS, UfmServer
 
 USER = "topolabel"
 HELD_OUT_SEEDS = (1109, 2203, 3307)  # shapes drawn from seeds the reader was never tuned on
@@ -198,7 +198,7 @@ def test_answers_ufm_should_not_give_are_reported(serve, credentials: Path, tmp_
         run(serve(fabric, answers={"resources/ports": {"ports": []}}), credentials, tmp_path)
     with pytest.raises(SourceError, match=r"UFM lists no cabled port \(0 port records\)"):
         run(serve(fabric, answers={"resources/ports": []}), credentials, tmp_path)
-    from tests.ufm_server import ports
+    from testkit.ufm_server import ports
 
     records = ports(fabric, True)
     records[0] = {**records[0], "guid": "not-a-guid"}  # a bad record; its peer now names a port not listed

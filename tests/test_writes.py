@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, ROOT
+from testkit.environment import EXAMPLES, ROOT
 
 CONFIG, NODES, JOB = EXAMPLES / "topolabel.yaml", EXAMPLES / "nodes.yaml", EXAMPLES / "jobs" / "pytorchjob.yaml"
 

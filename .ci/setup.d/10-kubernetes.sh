@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test cluster's control plane (tests/kubecluster.py, hack/test-cluster): kube-apiserver,
+# The test cluster's control plane (testkit/kubecluster.py, hack/test-cluster): kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl 1.36 and etcd 3.6, built from Go modules by
 # hack/build-test-stack and cached in ~/.cache/topolabel. See docs/testing.md for the times.
 set -euo pipefail

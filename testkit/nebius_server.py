@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor_pool, message_factory
 
-from tests.tlscert import Certificate
+from testkit.tlscert import Certificate
 
 SERVICE = "nebius.compute.v1.InstanceService"
 TOKEN = "ne1-test-token"

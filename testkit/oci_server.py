@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from tests.httpstub import Listener, Served, send_json
+from testkit.httpstub import Listener, Served, send_json
 
 TENANCY = "ocid1.tenancy.oc1..aaaaaaaatopolabeltesttenancy"
 USER = "ocid1.user.oc1..aaaaaaaatopolabeltestuser"

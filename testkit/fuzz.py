@@ -1,13 +1,13 @@
 """Fuzz every topolabel command with malformed input, in-process, and count what goes wrong.
 
-    python3 -m hack.fuzz --cases 3000 --seed 1            # random cases, then the fixed checks
-    python3 -m hack.fuzz --cases 0 --json report.json     # only the fixed checks, a machine-readable report
-    python3 -m hack.fuzz --cases 60 --seed 32 --quick --budget 60   # what CI runs (tests/test_fuzz.py)
+    python3 -m testkit.fuzz --cases 3000 --seed 1            # random cases, then the fixed checks
+    python3 -m testkit.fuzz --cases 0 --json report.json     # only the fixed checks, a machine-readable report
+    python3 -m testkit.fuzz --cases 60 --seed 32 --quick --budget 60   # what CI runs (tests/test_fuzz.py)
 
 Random cases: each writes one malformed input (a valid document with wrong types, deleted or added keys,
 odd strings; junk and non-UTF-8 bytes; nesting deeper than 1000; an alias bomb; a directory where a file
 belongs) and runs `topolabel.cli.main` on it in a forked child, so a hang can be killed and a crash cannot
-take the driver down. The hostile world's inputs are cases too (hack/fuzz_hostile.py): kubeconfigs, the API
+take the driver down. The hostile world's inputs are cases too (testkit/fuzz_hostile.py): kubeconfigs, the API
 server's answers (a raw-socket server in the driver answers the case), an exec plugin's and lldpcli's
 output, nodes' InfiniBand claims. Fixed checks: inputs with a known right answer (wrong results), scenarios
 that lose data (a user's file overwritten, a label topolabel does not own removed), network faults (a silent
@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import yaml
+
+from testkit.ibcaptures import SMALL
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -175,7 +177,7 @@ MULTI_LINE = {"config/check"}  # lists every problem of the file, one per line, 
 @dataclass
 class Fixtures:
     """Valid inputs in a directory; targets combine them with the one malformed file of a case. `server`: the
-    driver's raw-socket API server (hack.fuzz_hostile.HostileServer), which answers served cases."""
+    driver's raw-socket API server (testkit.fuzz_hostile.HostileServer), which answers served cases."""
 
     dir: Path
     docs: dict[str, Any] = field(default_factory=dict)
@@ -186,10 +188,7 @@ class Fixtures:
 
 
 def small_fabric() -> str:
-    """tests/test_infiniband.py's small fabric, with a canary comment (no error may quote it)."""
-    sys.path.insert(0, str(ROOT))
-    from tests.test_infiniband import SMALL
-
+    """The small capture of testkit/ibcaptures.py, with a canary comment (no error may quote it)."""
     return f"# {CANARY}\n{SMALL}"
 
 
@@ -568,7 +567,7 @@ class Report:
 def fuzz(report: Report, fx: Fixtures, cases: int, rng: random.Random, timeout: float, show: int,
          save: Path | None, budget: float = float("inf")) -> None:
     """`cases` random cases (fewer when `budget` seconds run out), the targets in turn."""
-    from hack.fuzz_hostile import TARGETS as HOSTILE
+    from testkit.fuzz_hostile import TARGETS as HOSTILE
 
     targets = HOSTILE + TARGETS  # the hostile world first: a short budget still covers it
     deadline = time.monotonic() + budget
@@ -679,7 +678,7 @@ def checks(report: Report, fx: Fixtures, timeout: float, quick: bool = False) ->
     _cluster_checks(report, fx, d, timeout)
     if not quick:
         _fault_checks(report, fx, d, timeout)
-    from hack.fuzz_hostile import hostile_checks
+    from testkit.fuzz_hostile import hostile_checks
 
     hostile_checks(report, fx, d, quick)
 
@@ -744,8 +743,7 @@ def _file_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> None:
 def _cluster_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> None:
     """Two-step scenarios against kmock: what one run writes must not let the next remove foreign labels."""
     try:
-        sys.path.insert(0, str(ROOT))
-        from tests.kmockcluster import MockCluster
+        from testkit.kmockcluster import MockCluster
     except ImportError as exc:
         report.findings.append(f"[skipped] cluster checks: {exc}")
         return
@@ -773,10 +771,10 @@ def _cluster_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> No
                      labels["n1"].get("kubernetes.io/hostname") == "n1", f"n1 labels now {labels['n1']}")
 
 
-# --- network faults: tiny raw servers (tests/faultserver.py) ------------------------------------------
+# --- network faults: tiny raw servers (testkit/faultserver.py) ------------------------------------------
 
 def _fault_checks(report: Report, fx: Fixtures, d: Path, timeout: float) -> None:
-    from tests.faultserver import FaultServer, closed_port, html, no_patch_answer, silent, slow_drip
+    from testkit.faultserver import FaultServer, closed_port, html, no_patch_answer, silent, slow_drip
 
     limit = 20.0 + 10.0  # the default read timeout (20 s) plus slack for start-up
     plan = ["plan", "--source", "labels", "--preset", "gke", "-o", "json", "--kubeconfig"]
@@ -842,7 +840,7 @@ def main(argv: list[str] | None = None) -> int:
 
     client.CoreV1Api, client.CustomObjectsApi  # noqa: B018 - imported on first use, which takes seconds (2 CPU s:
     # pydantic models), and each served case would pay it
-    from hack.fuzz_hostile import HostileServer, add_fixtures
+    from testkit.fuzz_hostile import HostileServer, add_fixtures
 
     rng = random.Random(args.seed)
     report = Report()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.httpstub import send_json
+from testkit.httpstub import send_json
 
 
 class FakeKube:

@@ -22,9 +22,9 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from labeler.kube import request_json
-from tests.conftest import ROOT
-from tests.ibsim import PRELOAD
-from tests.kubecluster import KubeCluster
+from testkit.environment import ROOT
+from testkit.ibsim import PRELOAD
+from testkit.kubecluster import KubeCluster
 
 AGENT = ROOT / "manifests" / "agent"
 COLLECTOR = ROOT / "manifests" / "ib-collector"
@@ -100,7 +100,7 @@ def ibnetdiscover_wrapper(path: Path, hcas: dict[str, tuple[Any, str]], tool: st
     """A stand-in for one node's `ibnetdiscover` (or another infiniband-diags `tool`): the HCA given with -C
     decides which simulator (fabric) the real tool talks to through umad2sim, and where it attaches (SIM_HOST,
     that HCA's node in the net file); -C and -P are dropped, as umad2sim shows one simulated HCA. `hcas` maps a
-    device-name glob to (a `tests.ibsim.Simulator`, the simulated HCA's node id)."""
+    device-name glob to (a `testkit.ibsim.Simulator`, the simulated HCA's node id)."""
     cases = "".join(f'  {glob}) export IBSIM_SOCKNAME={sim.sockname} SIM_HOST="{host}";;\n'
                     for glob, (sim, host) in hcas.items())
     path.write_text(f"""#!/bin/sh

@@ -4,7 +4,7 @@
 request, drip the headers, the body or a TLS handshake a byte at a time, never answer a PATCH, drop the
 connection, answer with HTML, with JSON of the wrong shape, with a body that never ends, with 429 and a long
 Retry-After, or with list pages whose continue token never ends. Used by tests/test_kube_faults.py and
-hack/fuzz.py.
+testkit/fuzz.py.
 """
 
 from __future__ import annotations

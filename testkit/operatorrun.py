@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from tests.conftest import ROOT
+from testkit.environment import ROOT
 from topolabel.operator.handlers import Operator
 from topolabel.operator.settings import RunOptions
 

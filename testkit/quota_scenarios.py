@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.tas_cluster import GPU, GPU_TOLERATION
-from tests.tas_scenarios import (API, BLOCK, HOST, QUEUE, RACK, ZONE, _random_annotations, _random_nodes, _random_pods,
+from testkit.tas_cluster import GPU, GPU_TOLERATION
+from testkit.tas_scenarios import (API, BLOCK, HOST, QUEUE, RACK, ZONE, _random_annotations, _random_nodes, _random_pods,
                                  flavor, job, jobset, topology)
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

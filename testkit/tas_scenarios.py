@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.tas_cluster import GPU, GPU_TAINT, GPU_TOLERATION, HOST, node, pod, pod_template
+from testkit.tas_cluster import GPU, GPU_TAINT, GPU_TOLERATION, HOST, node, pod, pod_template
 
 API = "kueue.x-k8s.io/v1beta2"
 DC, ZONE, BLOCK, RACK = "example.com/dc", "example.com/zone", "example.com/block", "example.com/rack"

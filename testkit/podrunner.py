@@ -25,8 +25,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from labeler.kube import request_json
-from tests.imagerun import Image, run_options
-from tests.kubecluster import KubeCluster
+from testkit.imagerun import Image, run_options
+from testkit.kubecluster import KubeCluster
 
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 TOKEN_SECONDS = 3600

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 
 from hack.image import CACHE
-from tests.conftest import skip_or_fail
+from testkit.environment import skip_or_fail
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Would Kueue v0.19.2 accept this object? Its CRD schema (with CEL, via tests.crdschema) and the rules its
+"""Would Kueue v0.19.2 accept this object? Its CRD schema (with CEL, via testkit.crdschema) and the rules its
 validating webhooks add for ClusterQueues and Cohorts (pkg/webhooks in its Go module), checked client-side.
 
 The webhook rules, as read from clusterqueue_webhook.go, cohort_webhook.go and common.go:
@@ -10,7 +10,7 @@ The webhook rules, as read from clusterqueue_webhook.go, cohort_webhook.go and c
 - a fair-sharing weight is not negative and, when not 0, more than 1e-9;
 - preemption: reclaimWithinCohort Never with a borrowWithinCohort policy other than Never is refused.
 
-The CRDs come from Kueue's Go module, as hack/build-test-stack links it (tests.conftest.kueue_crd).
+The CRDs come from Kueue's Go module, as hack/build-test-stack links it (testkit.environment.kueue_crd).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from tests.conftest import kueue_crd
-from tests.crdschema import validate
+from testkit.environment import kueue_crd
+from testkit.crdschema import validate
 
 PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues",
            "LocalQueue": "localqueues", "Cohort": "cohorts"}

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import re2  # google-re2, installed with cel-python
 
-from tests.httpstub import Listener, Served
+from testkit.httpstub import Listener, Served
 
 BASE = "https://www.googleapis.com/compute/v1"
 ZONAL = re.compile(r"^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances$")

@@ -1,4 +1,4 @@
-"""An admission scenario (tests/quota_scenarios.py) replayed on a real cluster with the Kueue manager.
+"""An admission scenario (testkit/quota_scenarios.py) replayed on a real cluster with the Kueue manager.
 
 `isolate` gives the scenario its own names so many share one cluster: namespaces and node names get a
 prefix, cluster-scoped Kueue objects (Topology, ResourceFlavors, Cohorts, ClusterQueues,
@@ -24,12 +24,12 @@ from kueue_config.tas.cluster import (list_kueue_objects, list_namespaces, list_
 from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup
 from labeler.kube import list_nodes
-from tests.kueue_workloads import (GROUP, VERSION, admission, condition, event_messages, pending_message,
+from testkit.kueue_workloads import (GROUP, VERSION, admission, condition, event_messages, pending_message,
                                    workload_of, workloads)
-from tests.operatorrun import wait_until
-from tests.quota_scenarios import PRIORITY_LABEL, QuotaScenario
-from tests.tas_cluster import HOST
-from tests.tas_replay import SCENARIO_LABEL, _create_job, _create_nodes, create_pods
+from testkit.operatorrun import wait_until
+from testkit.quota_scenarios import PRIORITY_LABEL, QuotaScenario
+from testkit.tas_cluster import HOST
+from testkit.tas_replay import SCENARIO_LABEL, _create_job, _create_nodes, create_pods
 
 CLUSTER_KINDS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "Cohort": "cohorts",
                  "ClusterQueue": "clusterqueues", "WorkloadPriorityClass": "workloadpriorityclasses"}

@@ -7,7 +7,7 @@ manager running (its CRDs, RBAC and webhooks installed): a second cluster, start
 a test asking for it, since Kueue costs start-up time and changes what happens to Jobs and Workloads.
 `kwok_kueue_cluster` and `kwok_kueue_kube` add the KWOK controller in place of kubelets (Nodes heartbeat,
 pods run and finish, the node lifecycle controller is on): a third cluster, in workers that ask for it.
-Use them with `from tests.kubecluster import kube, kube_cluster  # noqa: F401` (or the kueue or kwok pair).
+Use them with `from testkit.kubecluster import kube, kube_cluster  # noqa: F401` (or the kueue or kwok pair).
 
 Without the built binaries the fixtures skip, naming the build command; in CI (CI=true) they fail
 instead, so a broken build cannot pass as skipped tests.
@@ -31,7 +31,7 @@ from urllib3.util.retry import Retry
 
 from hack import testcluster
 from labeler.kube import MERGE_PATCH, call_with_retries, connect
-from tests.conftest import ROOT, kueue_crds, skip_or_fail
+from testkit.environment import ROOT, kueue_crds, skip_or_fail
 
 BULK_CONCURRENCY = 16
 # What client-go does and the Python client does not: a 429 (the API server's "storage is (re)initializing"

@@ -19,10 +19,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.operatorrun import wait_until
-from tests.tas_cluster import HOST
-from tests.kueue_workloads import GROUP, VERSION, admission, pending_message, workload_of
-from tests.tas_scenarios import Scenario
+from testkit.operatorrun import wait_until
+from testkit.tas_cluster import HOST
+from testkit.kueue_workloads import GROUP, VERSION, admission, pending_message, workload_of
+from testkit.tas_scenarios import Scenario
 
 SCENARIO_LABEL = "topolabel.dev/scenario"
 KIND_PLURALS = {"Topology": "topologies", "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues"}

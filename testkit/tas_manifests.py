@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from kueue_config.tas.lint import Finding
-from tests.tas_cluster import pod_template
-from tests.tas_scenarios import (BLOCK, GROUP, LAYERS, PREF, QUEUE, RACK, REQ, SLICE_LEVEL, SLICE_SIZE, UNC, job,
+from testkit.tas_cluster import pod_template
+from testkit.tas_scenarios import (BLOCK, GROUP, LAYERS, PREF, QUEUE, RACK, REQ, SLICE_LEVEL, SLICE_SIZE, UNC, job,
                                  jobset, lws, pytorchjob)
 
 HOST = "kubernetes.io/hostname"

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from kueue_config.tas.fit import FitReport
 from kueue_config.tas.workloads import GROUP_NAME, QUEUE_LABEL, Workload
-from tests.conftest import ROOT, skip_or_fail
+from testkit.environment import ROOT, skip_or_fail
 
 CACHE = Path(os.environ.get("TOPOLABEL_CACHE") or Path.home() / ".cache" / "topolabel")
 
@@ -128,7 +128,7 @@ def predicted(report: FitReport, workload: Workload) -> list[dict[str, Any]]:
     return out
 
 
-# -- whole admission (quota, cohorts, preemption): tests/quota_scenarios.py -----------------------------
+# -- whole admission (quota, cohorts, preemption): testkit/quota_scenarios.py -----------------------------
 
 def job_priority_of(manifest: dict[str, Any], kueue: Sequence[dict[str, Any]]) -> int | None:
     """The priority a job controller puts on the job's Workload: its WorkloadPriorityClass's value."""

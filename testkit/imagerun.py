@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from hack import image as builder
-from tests.conftest import skip_or_fail
+from testkit.environment import skip_or_fail
 
 TOOLS = ("buildah", "podman", "runc", "debootstrap")
 # What a pod with readOnlyRootFilesystem and an emptyDir at /tmp gets (manifests/deployment.yaml).

@@ -6,7 +6,7 @@ access tokens (`Authorization: Basic <token>`). Its records come from the `hack.
 loads, not from `ibnetdiscover`, so a test comparing the ufm source with the infiniband source compares two
 independent readings of one fabric. A switch is a system whose ports all carry its GUID; each HCA is a host
 system; an HCA port's GUID is its node GUID plus the port number, as ibsim gives them. Over TLS with a
-self-signed certificate (tests.tlscert), on 127.0.0.1, port 0; every request is recorded, and answers can be
+self-signed certificate (testkit.tlscert), on 127.0.0.1, port 0; every request is recorded, and answers can be
 made to fail (`fail`: status codes answered first, in order).
 """
 
@@ -20,8 +20,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from hack.ibfabric import Fabric, Node
-from tests.httpstub import Listener, Served, send_json
-from tests.tlscert import Certificate
+from testkit.httpstub import Listener, Served, send_json
+from testkit.tlscert import Certificate
 
 USERS = {"topolabel": "read-only-pass", "nobody": "no-rights"}  # `nobody` is refused (403), as a role without rights
 TOKEN = "czQYeCfKIeXqlwSqtorunOPysaSp2r"

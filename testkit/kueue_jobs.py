@@ -21,11 +21,11 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from tests.conftest import ROOT
-from tests.kubecluster import KubeCluster
-from tests.kueue_workloads import GROUP, QUEUE_LABEL, VERSION, is_admitted, pending_message, workload_of
-from tests.operatorrun import spawn, wait_until
-from tests.tas_replay import cq_active
+from testkit.environment import ROOT
+from testkit.kubecluster import KubeCluster
+from testkit.kueue_workloads import GROUP, QUEUE_LABEL, VERSION, is_admitted, pending_message, workload_of
+from testkit.operatorrun import spawn, wait_until
+from testkit.tas_replay import cq_active
 
 BLOCK, HOSTNAME = "topolabel.dev/block", "kubernetes.io/hostname"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"

@@ -1,4 +1,4 @@
-"""The hostile world for hack/fuzz.py (issue 32): what topolabel reads that is not a file a user names, and the
+"""The hostile world for testkit/fuzz.py (issue 32): what topolabel reads that is not a file a user names, and the
 ways out that are not a return value.
 
 Random cases (`TARGETS`, mixed into the driver's): a kubeconfig; the API server's answer for nodes, pods or
@@ -24,8 +24,8 @@ import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from hack.fuzz import ALIAS_BOMB, Fixtures, Report, Target, node, run_case, snapshot_doc, write
-from tests.faultserver import NODE_LIST, EndlessPages, FaultServer, answering, flood, header_drip, tls_drip
+from testkit.fuzz import ALIAS_BOMB, Fixtures, Report, Target, node, run_case, snapshot_doc, write
+from testkit.faultserver import NODE_LIST, EndlessPages, FaultServer, answering, flood, header_drip, tls_drip
 
 TIMEOUT = 2.0  # --request-timeout/--connect-timeout of the hostile checks: a deadline missed shows in seconds
 SLACK = 8.0  # start-up of a forked command under load

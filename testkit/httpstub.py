@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Mapping, Self
 
-from tests.tlscert import Certificate
+from testkit.tlscert import Certificate
 
 
 class Listener:
