@@ -29,10 +29,10 @@ from bench.measure import proc_cpu
 from bench.table import print_table
 from hack import testcluster
 from hack.synth import gke_cluster
-from labeler.apply import ApplyResult, apply_plan
-from labeler.config import Config
-from labeler.kube import connect, list_nodes, patch_node
-from labeler.plan import Plan, make_plan
+from labeler.cluster.apply import ApplyResult, apply_plan
+from labeler.cluster.kube import connect, list_nodes, patch_node
+from labeler.settings.config import Config
+from labeler.topology.plan import Plan, make_plan
 from providers.registry import get_source
 from testkit.kubecluster import KubeCluster
 from topolabel.pipeline import discover

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.measure import load, measure, topolabel
 from bench.table import print_table
-from labeler.model import Level, Snapshot
+from labeler.topology.model import Level, Snapshot
 
 PHASES = {
     "slurm tree": ["export", "slurm", "--snapshot", "{snap}"],

@@ -33,8 +33,8 @@ from kueue_config.tas.fit import fit
 from kueue_config.tas.setup import Flavor, Queue
 from kueue_config.tas.tree import build_tree
 from kueue_config.tas.workloads import workload_of
-from labeler.names import HOSTNAME
-from labeler.nodes import parse_nodes
+from labeler.io.nodes import parse_nodes
+from labeler.topology.names import HOSTNAME
 
 KEYS = ("topolabel.dev/block", "topolabel.dev/subblock", HOSTNAME)
 TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -90,7 +90,7 @@ def timed(fn: Callable[[], Any], repeat: int) -> tuple[float, float, Any]:
 def whole_command(node_items: list[dict[str, Any]], pod_items: list[dict[str, Any]], manifest: dict[str, Any],
                   repeat: int) -> dict[str, object]:
     """`topolabel fit` as users run it: files in, the answer out, start-up included (medians)."""
-    from labeler.model import Level, Snapshot
+    from labeler.topology.model import Level, Snapshot
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 
 from bench.table import print_table
-from labeler.model import Discovery
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
 from providers.base import SourceContext
 from providers.gcp import PAGE_SIZE, discover, node_refs, plan_calls
 

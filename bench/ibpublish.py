@@ -22,7 +22,7 @@ from pathlib import Path
 
 from bench.table import print_table
 from hack.ibfabric import SIZED, build
-from labeler.shards import SHARD_BYTES
+from labeler.cluster.shards import SHARD_BYTES
 
 
 def collector_side(capture: str, out: str) -> None:

@@ -32,7 +32,7 @@ FABRICS = {
 
 def child(path: str, runs: int) -> None:
     """Parse + inference of one saved output, `runs` times; prints timings and placements as JSON."""
-    from labeler.config import Config
+    from labeler.settings.config import Config
     from providers.registry import get_source
     from topolabel.pipeline import discover
 

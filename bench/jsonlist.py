@@ -1,4 +1,4 @@
-"""Benchmark: cutting a node list into items (`labeler.jsonlist.raw_items`), in this process, CPU seconds.
+"""Benchmark: cutting a node list into items (`labeler.io.jsonlist.raw_items`), in this process, CPU seconds.
 
 The files are bench.foundation's: 100,000 GKE-style nodes as the generator writes them (92 MB) and with full
 status (382 MB). Each file is cut `--runs` times, as the commands read it (runs of items by one msgspec decode,
@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.foundation import write_files
 from bench.measure import load
 from bench.table import print_table
-from labeler import jsonlist
+from labeler.io import jsonlist
 
 
 def cut(path: Path) -> tuple[float, int, str]:

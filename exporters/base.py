@@ -17,11 +17,11 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from labeler.config import Config, validation_details
 from labeler.errors import InputError
-from labeler.model import Problem, Snapshot
-from labeler.names import snake
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config, validation_details
+from labeler.topology.model import Problem, Snapshot
+from labeler.topology.names import snake
 
 
 class Options(BaseModel):

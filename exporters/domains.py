@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from labeler.errors import TopologyError
-from labeler.labelvalues import short_hash
-from labeler.model import Snapshot, check_tree
-from labeler.names import dns_name
+from labeler.topology.labelvalues import short_hash
+from labeler.topology.model import Snapshot, check_tree
+from labeler.topology.names import dns_name
 
 _DIGITS = re.compile(r"([0-9]+)")  # ASCII digits only: `²` and `٣` sort as text
 

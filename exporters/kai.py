@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from labeler.config import Config, KueueConfig
-from labeler.model import Snapshot
-from labeler.names import MANAGED_BY, hashed_name, topology_keys
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config, KueueConfig
+from labeler.topology.model import Snapshot
+from labeler.topology.names import MANAGED_BY, hashed_name, topology_keys
 
 from .base import Export, Exporter, NoOptions, no_arguments
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 from typing import Any, Mapping, Sequence
 
-from labeler.config import Config
 from labeler.errors import TopologyError
-from labeler.labelvalues import short_hash
-from labeler.model import Snapshot
-from labeler.names import MANAGED_BY, dns_name, name_problem
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.labelvalues import short_hash
+from labeler.topology.model import Snapshot
+from labeler.topology.names import MANAGED_BY, dns_name, name_problem
 
 from .base import Export, Exporter, Options
 from .domains import domain_forest, domain_names

@@ -22,11 +22,11 @@ from typing import Any, Mapping, Sequence
 
 from pydantic import Field
 
-from labeler.config import Config
 from labeler.errors import TopologyError
-from labeler.model import Snapshot
-from labeler.names import MANAGED_BY, name_problem
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.model import Snapshot
+from labeler.topology.names import MANAGED_BY, name_problem
 
 from .base import Export, Exporter
 from .slurm import (NameRule, SlurmLayout, SlurmOptions, add_arguments as slurm_arguments, slurm_options,

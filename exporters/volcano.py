@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from labeler.config import Config
-from labeler.model import Snapshot
-from labeler.names import MANAGED_BY
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.model import Snapshot
+from labeler.topology.names import MANAGED_BY
 
 from .base import Export, Exporter, NoOptions, no_arguments
 from .domains import domain_forest, domain_names

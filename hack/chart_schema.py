@@ -1,6 +1,6 @@
 """Write charts/topolabel/values.schema.json, the schema Helm checks the chart's values against.
 
-`config` (the TopologyLabeler spec) comes from the config model, labeler/config.py, so the chart accepts
+`config` (the TopologyLabeler spec) comes from the config model, labeler/settings/config.py, so the chart accepts
 exactly the keys topolabel.yaml does. Every other value is typed after its default in values.yaml: a
 non-empty mapping admits only its keys (a typo is an error), except the free-form ones below; a few values
 get the checks their programs make (counts are integers, fabric names follow the collector's rule).
@@ -21,7 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from labeler.config import Config  # noqa: E402  (after the path is set: this file runs as a script)
+from labeler.settings.config import Config  # noqa: E402  (after the path is set: this file runs as a script)
 from topolabel.ibcollector import FABRIC_NAME  # noqa: E402
 
 CHART = ROOT / "charts" / "topolabel"
@@ -63,7 +63,7 @@ def schema() -> dict[str, Any]:
     config = Config.model_json_schema(by_alias=True)
     definitions = config.pop("$defs", {})
     config["description"] = ("The spec of the TopologyLabeler `default`: the keys of topolabel.yaml "
-                             "(generated from labeler/config.py by hack/chart_schema.py)")
+                             "(generated from labeler/settings/config.py by hack/chart_schema.py)")
     root = typed(values, "")
     root["properties"]["config"] = config
     return {"$schema": "http://json-schema.org/draft-07/schema#", "title": "topolabel chart values", **root,

@@ -1,7 +1,7 @@
 """Write the schemas made from the config model: schemas/*.schema.json and the CRD's spec schema (also in the
 chart's copy).
 
-    python -m hack.schemas        # from the repository root, after changing labeler/config.py or a source's options
+    python -m hack.schemas        # from the repository root, after changing labeler/settings/config.py or a source's options
 """
 
 from __future__ import annotations

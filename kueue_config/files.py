@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from labeler.documents import dump_yaml, load, yaml_error
 from labeler.errors import InputError, OutputError, TopologyError
-from labeler.files import write_files
+from labeler.io.documents import dump_yaml, load, yaml_error
+from labeler.io.files import write_files
 from labeler.progress import Progress, quiet
 
 KUSTOMIZATION = "kustomization.yaml"

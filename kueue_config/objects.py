@@ -13,11 +13,11 @@ from decimal import Decimal
 from operator import attrgetter
 from typing import Any, Sequence
 
-from labeler.config import Config, KueueConfig, PoolConfig
-from labeler.model import Level, Problem, Snapshot
-from labeler.names import KUEUE_API_VERSION as API_VERSION, hashed_name, topology_keys
-from labeler.nodes import Node
-from labeler.quantities import stored
+from labeler.io.nodes import Node
+from labeler.settings.config import Config, KueueConfig, PoolConfig
+from labeler.settings.quantities import stored
+from labeler.topology.model import Level, Problem, Snapshot
+from labeler.topology.names import KUEUE_API_VERSION as API_VERSION, hashed_name, topology_keys
 
 from .queues import PoolFlavor, meta, queue_objects
 

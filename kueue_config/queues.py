@@ -3,7 +3,7 @@
 A pool's capacity is its nodes' summed allocatable. Each ClusterQueue has one resource group whose flavors
 are its pools (in the configured order, else sorted) and whose resources are `pools.resources` that some
 of those pools have; every flavor lists them in that same order, as Kueue's webhook requires. Quotas and
-limits are worked out per pool and resource (`labeler.queues.Amount`); a lending limit above the quota is
+limits are worked out per pool and resource (`labeler.settings.queues.Amount`); a lending limit above the quota is
 lowered to it (Kueue refuses it) and said so. Pools whose queues' quotas add up to more than they hold are
 reported, since Kueue would admit workloads that cannot all run, and so is a share that rounds down to 0
 (a small pool under a coarse step), since the queue could not use that pool of its own.
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Sequence
 
-from labeler.config import KueueConfig
 from labeler.errors import TopologyError
-from labeler.model import Problem
-from labeler.names import KUEUE_API_VERSION as API_VERSION, MANAGED_BY
-from labeler.quantities import format_quantity
-from labeler.queues import Amounts, ClusterQueueConfig, CohortConfig, FairSharing
-from labeler.validation import did_you_mean
+from labeler.settings.config import KueueConfig
+from labeler.settings.quantities import format_quantity
+from labeler.settings.queues import Amounts, ClusterQueueConfig, CohortConfig, FairSharing
+from labeler.settings.validation import did_you_mean
+from labeler.topology.model import Problem
+from labeler.topology.names import KUEUE_API_VERSION as API_VERSION, MANAGED_BY
 
 
 MAX_FLAVORS = 64  # per resource group, from the ClusterQueue schema (Kueue v0.19)

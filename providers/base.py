@@ -20,13 +20,13 @@ from typing import (TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar, Un
                     overload)
 
 from labeler.errors import SourceError
-from labeler.model import Discovery
 from labeler.progress import Progress, quiet
+from labeler.topology.model import Discovery
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs
 
-    from labeler.nodes import Node
+    from labeler.io.nodes import Node
 
     from .options import Options as Options, PlainOptions
 
@@ -121,7 +121,7 @@ def _validated(model: type[ModelT], ctx: SourceContext) -> ModelT:
     try:
         return model.model_validate(dict(ctx.options))
     except ValidationError as exc:
-        from labeler.config import validation_details  # the config's models load only for an error
+        from labeler.settings.config import validation_details  # the config's models load only for an error
 
         raise SourceError(f"{ctx.origin}: {validation_details(exc, model)}") from None
 

@@ -30,12 +30,12 @@ from typing import Any, Literal, Mapping
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from labeler.config import options_issues
-from labeler.config_schema import options_schema
 from labeler.errors import SourceError, TopologyError
-from labeler.model import Discovery, Level, check_tree
-from labeler.names import camel, snake
-from labeler.validation import did_you_mean
+from labeler.settings.config import options_issues
+from labeler.settings.config_schema import options_schema
+from labeler.settings.validation import did_you_mean
+from labeler.topology.model import Discovery, Level, check_tree
+from labeler.topology.names import camel, snake
 
 from .base import Options, Source, SourceContext, parse_options
 from .registry import SOURCES, get_source

@@ -20,9 +20,9 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote_plus
 
 from labeler.errors import InputError, SourceError
-from labeler.model import Discovery
-from labeler.nodes import Node
+from labeler.io.nodes import Node
 from labeler.progress import Progress, quiet
+from labeler.topology.model import Discovery
 
 from .base import Options, Source, SourceContext, parse_options
 

@@ -8,8 +8,8 @@ The agent publishes the same value as an annotation where the GPU Operator does 
 from __future__ import annotations
 
 from labeler.errors import SourceError
-from labeler.hosttools import run_tool
-from labeler.labelvalues import is_valid_value
+from labeler.io.hosttools import run_tool
+from labeler.topology.labelvalues import is_valid_value
 
 ANNOTATION = "topolabel.dev/gpu-clique"
 QUERY = ["--query-gpu=fabric.clusterUuid,fabric.cliqueId", "--format=csv,noheader"]

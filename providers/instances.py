@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from labeler.errors import InputError
-from labeler.model import Discovery
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
 
 
 def instances(nodes: Sequence[Node], discovery: Discovery, instance_of: Callable[[str], str],

@@ -26,10 +26,10 @@ import io
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from labeler.documents import load
 from labeler.errors import InputError, SourceError
-from labeler.files import read_text
-from labeler.model import Discovery
+from labeler.io.documents import load
+from labeler.io.files import read_text
+from labeler.topology.model import Discovery
 
 from .base import Options, Source, SourceContext, parse_options
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from labeler.errors import InputError, SourceError
-from labeler.model import Discovery
-from labeler.placement import insert_level, pad_depths
 from labeler.progress import Progress, quiet
+from labeler.topology.model import Discovery
+from labeler.topology.placement import insert_level, pad_depths
 
 from .base import Options, Source, SourceContext, parse_options
 from .fanout import each

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
 from labeler.errors import InputError, SourceError
-from labeler.model import Discovery
-from labeler.nodes import Node
-from labeler.placement import insert_level
+from labeler.io.nodes import Node
 from labeler.progress import Progress, quiet
+from labeler.topology.model import Discovery
+from labeler.topology.placement import insert_level
 
 from .base import Options, Source, SourceContext, parse_options
 from .fanout import each

@@ -23,7 +23,7 @@ from kueue_config.tas.cluster import (list_kueue_objects, list_namespaces, list_
                                       list_workloads)
 from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup
-from labeler.kube import list_nodes
+from labeler.cluster.kube import list_nodes
 from testkit.kueue_workloads import (GROUP, VERSION, admission, condition, event_messages, pending_message,
                                    workload_of, workloads)
 from testkit.operatorrun import wait_until

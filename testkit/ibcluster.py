@@ -21,7 +21,7 @@ import yaml
 
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import request_json
+from labeler.cluster.kube import request_json
 from testkit.environment import ROOT
 from testkit.ibsim import PRELOAD
 from testkit.kubecluster import KubeCluster

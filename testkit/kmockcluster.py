@@ -31,7 +31,7 @@ VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
 class Emulator(kmock.KubernetesEmulator):
-    """kmock's emulator with PUT on a named object (labeler.lease writes Leases with it), merged like a patch."""
+    """kmock's emulator with PUT on a named object (labeler.cluster.lease writes Leases with it), merged like a patch."""
 
     async def _handle(self, request: Any) -> Any:
         if str(getattr(request.method, "value", request.method)).upper() != "PUT" or request.name is None:

@@ -30,7 +30,7 @@ import yaml
 from urllib3.util.retry import Retry
 
 from hack import testcluster
-from labeler.kube import MERGE_PATCH, call_with_retries, connect
+from labeler.cluster.kube import MERGE_PATCH, call_with_retries, connect
 from testkit.environment import ROOT, kueue_crds, skip_or_fail
 
 BULK_CONCURRENCY = 16
@@ -231,7 +231,7 @@ class KubeCluster:
 
     def node_labels(self) -> dict[str, dict[str, str]]:
         """name -> labels of every Node, read straight from the server."""
-        from labeler.kube import list_nodes
+        from labeler.cluster.kube import list_nodes
 
         return {n.name: dict(n.labels) for n in list_nodes(self.api())}
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from labeler.kube import request_json
+from labeler.cluster.kube import request_json
 from testkit.imagerun import Image, run_options
 from testkit.kubecluster import KubeCluster
 

@@ -21,7 +21,7 @@ from kueue_config.tas.judge import Inputs, judge
 from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.slots import Shape, how_many
 from kueue_config.tas.workloads import workload_of
-from labeler.nodes import parse_nodes
+from labeler.io.nodes import parse_nodes
 from testkit.quota_scenarios import QuotaScenario, random_scenario
 from testkit.tas_cluster import GPU
 from testkit.tas_oracle import admission_payload, oracle_verdict, report_verdict, run_oracle

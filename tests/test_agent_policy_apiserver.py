@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import MERGE_PATCH, connect, patch_node
+from labeler.cluster.kube import MERGE_PATCH, connect, patch_node
 from hack import testcluster
 from testkit.environment import ROOT
 from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401

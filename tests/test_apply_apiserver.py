@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from labeler.kube import list_nodes, patch_node
+from labeler.cluster.kube import list_nodes, patch_node
 from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401
 from topolabel.cli import main
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from labeler.errors import SourceError
-from labeler.model import Snapshot
-from labeler.nodes import Node
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import Node
+from labeler.topology.model import Snapshot
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.aws import discover
 from providers.base import SourceContext
 from providers.labels import discover as discover_labels

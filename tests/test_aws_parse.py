@@ -6,9 +6,9 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
 from labeler.errors import TopologyError
-from labeler.model import Discovery
-from labeler.nodes import Node
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.aws import (MAX_IDS, Placement, RegionAnswer, Target, batches, failure_message, instances_by_region,
                            level_names, locate, parse_provider_id, place, region_of_zone)
 from providers.labels import PRESETS

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.documents import MAX_DEPTH, load, read_document
 from labeler.errors import InputError
-from labeler.jsonlist import MAX_NESTING
+from labeler.io.documents import MAX_DEPTH, load, read_document
+from labeler.io.jsonlist import MAX_NESTING
 from testkit.environment import EXAMPLES, ROOT
 from topolabel.cli import main
 
@@ -67,7 +67,7 @@ def test_the_streamed_node_reader_refuses_deep_nesting_in_bounded_memory(documen
     path = tmp_path / "nodes.json"
     path.write_bytes(document)
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30)); "
-            "from labeler.nodes import load_nodes_file; from labeler.errors import InputError\n"
+            "from labeler.io.nodes import load_nodes_file; from labeler.errors import InputError\n"
             "try:\n    load_nodes_file(sys.argv[1])\nexcept InputError as exc:\n    print(exc); sys.exit(2)")
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)
@@ -211,7 +211,7 @@ def test_a_published_fabric_that_unpacks_beyond_the_limit_is_refused(monkeypatch
 @pytest.mark.parametrize("quantity", ["NaN", "Infinity", "1e99999999"])
 def test_a_quantity_the_client_reads_but_the_api_server_refuses_is_one_line(quantity: str, tmp_path: Path,
                                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """kubernetes' parse_quantity (and so labeler.quantities.parse) reads these; sums and ceilings cannot."""
+    """kubernetes' parse_quantity (and so labeler.settings.quantities.parse) reads these; sums and ceilings cannot."""
     nodes = yaml.safe_load((EXAMPLES / "nodes.yaml").read_text())
     for item in nodes["items"]:
         item.setdefault("status", {}).setdefault("allocatable", {})["nvidia.com/gpu"] = quantity
@@ -230,7 +230,7 @@ def test_files_are_read_within_a_memory_limit(tmp_path: Path) -> None:
     with open(huge, "wb") as f:
         f.truncate((1 << 30) + 1)  # sparse: no disk used
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (600 << 20, 600 << 20)); "
-            "from labeler.documents import read_document; from labeler.errors import InputError\n"
+            "from labeler.io.documents import read_document; from labeler.errors import InputError\n"
             "print(read_document(sys.argv[1]))\n"
             "try:\n    read_document(sys.argv[2])\nexcept InputError as exc:\n    print(exc)")
     done = subprocess.run([sys.executable, "-c", code, str(small), str(huge)], capture_output=True, text=True,

@@ -18,7 +18,7 @@ from kueue_config.tas.capacity import parse_pods
 from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.slots import Shape, capacity, free_room
-from labeler.nodes import parse_nodes
+from labeler.io.nodes import parse_nodes
 from testkit.fake_kube_readonly import FakeKube
 from testkit.tas_cluster import BLOCK, GPU, GPU_TOLERATION, HOST, RACK, kueue_objects, node_list, pod
 from testkit.tas_scenarios import main_cluster
@@ -95,7 +95,7 @@ def test_operator_exports_bounded_capacity_metrics(tmp_path: Path) -> None:
         lists.setdefault(f"/apis/kueue.x-k8s.io/v1beta2/{by_plural[obj['kind']]}", []).append(obj)
     metrics = Metrics()
     with FakeKube(lists) as kube:
-        from labeler.kube import connect
+        from labeler.cluster.kube import connect
         api = connect(str(kube.kubeconfig(tmp_path / "kubeconfig")))
         CapacityMetrics(Kube(api, metrics), metrics).update(parse_nodes(nodes, "test"), [GPU])
         text = metrics.exposition().decode()

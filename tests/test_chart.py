@@ -17,7 +17,7 @@ import yaml
 
 from hack import chart_files, chart_schema
 from hack.image import project_version
-from labeler.config import Config
+from labeler.settings.config import Config
 from providers.infiniband import DEFAULT_NAMESPACE, InfinibandOptions
 from testkit.environment import ROOT
 from testkit.helmrun import helm  # noqa: F401 (fixture)

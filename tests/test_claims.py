@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from hack.ibfabric import Spec, build
-from labeler.config import Config
 from labeler.errors import PlanRefused
-from labeler.model import Snapshot
-from labeler.nodes import MANAGED_ANNOTATION, Node
-from labeler.plan import check_share, make_plan
+from labeler.io.nodes import MANAGED_ANNOTATION, Node
+from labeler.settings.config import Config
+from labeler.topology.model import Snapshot
+from labeler.topology.plan import check_share, make_plan
 from providers.infiniband import ANNOTATION
 from providers.registry import get_source
 from topolabel.pipeline import discover

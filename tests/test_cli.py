@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from labeler.nodes import parse_nodes
-from labeler.placement import snapshot_from_dict
-from labeler.plan import make_plan
+from labeler.io.nodes import parse_nodes
+from labeler.topology.placement import snapshot_from_dict
+from labeler.topology.plan import make_plan
 from testkit.environment import EXAMPLES
 from topolabel.cli import main, parser as cli_parser
 

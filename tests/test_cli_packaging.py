@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from labeler.cluster.kube import connect
 from labeler.errors import InputError
-from labeler.kube import connect
 from providers import registry
 from providers.labels import presets
 from topolabel import version

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from labeler.config import parse_config
 from labeler.errors import SourceError, TopologyError
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import parse_config
 from topolabel.pipeline import discover, source_options
 
 INVENTORY = """

@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 import yaml
 
-from labeler.config import Config, config_issues, parse_config
 from labeler.errors import InputError
+from labeler.settings.config import Config, config_issues, parse_config
 from providers.registry import option_models
 from testkit.environment import EXAMPLES, ROOT
 from testkit.crdschema import validate

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from kueue_config.objects import generate
-from labeler.config import load_config
-from labeler.nodes import load_nodes_file
+from labeler.io.nodes import load_nodes_file
+from labeler.settings.config import load_config
 from testkit.environment import EXAMPLES, SHARED, kueue_crd
 from testkit.crdschema import validate
 from topolabel.pipeline import discover, source_options

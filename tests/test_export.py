@@ -16,10 +16,10 @@ from exporters.domains import domain_forest
 from exporters.kai import kai_topology
 from exporters.slurm import NameRule, SlurmOptions, block_sizes_problem, export_slurm
 from exporters.volcano import hypernodes
-from labeler.config import KueueConfig
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Level, Snapshot
-from labeler.placement import level_keys, pad_depths, snapshot_from_dict, to_snapshot
+from labeler.settings.config import KueueConfig
+from labeler.topology.model import Discovery, Level, Snapshot
+from labeler.topology.placement import level_keys, pad_depths, snapshot_from_dict, to_snapshot
 from testkit.environment import EXAMPLES, SHARED
 from testkit.crdschema import validate
 from testkit.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from labeler.errors import SourceError
-from labeler.model import Discovery
-from labeler.nodes import Node
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.gcp import AGGREGATED_FIELDS, PAGE_SIZE, ZONAL_FIELDS, discover, node_refs, plan_calls, with_project
 from testkit.compute_server import ComputeServer, instance

@@ -9,8 +9,8 @@ from urllib.parse import quote_plus
 import pytest
 import re2
 
-from labeler.model import Discovery
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
 from providers.gcp import (FILTER_BUDGET, PAGE_SIZE, InstanceInfo, InstanceRef, ListCall, name_filters, node_refs,
                            parse_provider_id, place, plan_calls, topology_path, with_project)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from labeler.errors import SourceError
-from labeler.nodes import Node
+from labeler.io.nodes import Node
 from providers.base import SourceContext
 from providers.gpu_clique import ANNOTATION, parse_cliques, read_clique
 from providers.labels import discover

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from hack.ibfabric import Spec, build
-from labeler.isolation import COUNTERS
+from labeler.topology.isolation import COUNTERS
 from providers.infiniband.published import ERRORS_AT, PORT_ERRORS, object_name
-from labeler.shards import read_manifest
+from labeler.cluster.shards import read_manifest
 from testkit.ibcluster import NAMESPACE, ibnetdiscover_wrapper
 from testkit.ibsim import ibsim, needs_opensm  # noqa: F401 (ibsim is a fixture)
 from testkit.ibsysfs import write_sysfs

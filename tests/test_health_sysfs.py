@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from labeler.config import parse_config
 from labeler.errors import SourceError
-from labeler.isolation import COUNTERS, HEALTHY, ISOLATED, SUSPECT, History
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import parse_config
+from labeler.topology.isolation import COUNTERS, HEALTHY, ISOLATED, SUSPECT, History
 from providers.infiniband.portrecord import ANNOTATION, MAX_CHARS, decode, encode, make_record
 from providers.infiniband.sysfs import read_port_health
 from testkit.ibsysfs import FakeDevice, FakePort, write_sysfs

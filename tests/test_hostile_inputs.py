@@ -1,4 +1,4 @@
-"""Issue 32's hostile inputs at the edges `labeler.documents` and `labeler.files` once missed, replayed: each ends
+"""Issue 32's hostile inputs at the edges `labeler.io.documents` and `labeler.io.files` once missed, replayed: each ends
 in an answer or one line with exit 2, within bounded time and memory (the kubeconfig and API-server cases are
 tests/test_kubeconfig.py and tests/test_kube_faults.py; stdout tests/test_stdout.py; targets tests/test_writes.py).
 """
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from labeler.errors import SourceError
-from labeler.hosttools import run_tool
+from labeler.io.hosttools import run_tool
 from testkit.environment import EXAMPLES
 from testkit.ibcaptures import SMALL
 from topolabel.agent import Agent, lldpcli_command, read_neighbors, run as run_agent

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from labeler.errors import SourceError
-from labeler.hosttools import run_tool
+from labeler.io.hosttools import run_tool
 
 
 def alive(pid: int) -> bool:

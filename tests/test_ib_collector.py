@@ -16,8 +16,8 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from hack.ibfabric import Fabric, Spec, build
-from labeler.kube import connect, request_json
-from labeler.shards import publish, read_manifest, touch
+from labeler.cluster.kube import connect, request_json
+from labeler.cluster.shards import publish, read_manifest, touch
 from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.published import FABRIC_LABEL, TIME_FORMAT, encode, object_name, pack, to_bytes
 from testkit.ibcluster import (AGENT, COLLECTOR, NAMESPACE, CollectorProcess, apply_docs, ibnetdiscover_wrapper,

@@ -12,7 +12,7 @@ import pytest
 
 from hack.ibfabric import STORAGE_DEVICE, Spec, build
 from labeler.errors import SourceError
-from labeler.model import Discovery
+from labeler.topology.model import Discovery
 from providers.base import SourceContext
 from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.select import Exclusion, exclude

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from hack.ibfabric import SIZED, Spec, build, random_spec
+from labeler.cluster.shards import SHARD_BYTES, publish, read_published
 from labeler.errors import SourceError
-from labeler.shards import SHARD_BYTES, publish, read_published
 from providers.infiniband.parse import parse_ibnetdiscover
 from providers.infiniband.place import Request, place
 from providers.infiniband.published import FORMAT, decode, encode, pack, to_bytes, unpack

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from labeler.config import Config
 from labeler.errors import SourceError
-from labeler.model import Snapshot
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.model import Snapshot
 from providers.base import SourceContext
 from providers.infiniband import ANNOTATION, discover as ib_discover
 from providers.infiniband.hosts import GuidMap, Owner, add_annotations, describe, guid_map_from

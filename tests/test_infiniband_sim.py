@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from hack.ibfabric import Fabric, Spec, build, random_spec
-from labeler.config import Config
-from labeler.model import Snapshot
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.model import Snapshot
 from providers.registry import get_source
 from testkit.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)
 from topolabel.cli import main

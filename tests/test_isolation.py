@@ -1,4 +1,4 @@
-"""Fabric health's decisions (labeler.isolation): hysteresis per node, quarantine per domain, the brake."""
+"""Fabric health's decisions (labeler.topology.isolation): hysteresis per node, quarantine per domain, the brake."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from labeler.config import parse_config
-from labeler.isolation import (HEALTHY, HELD, ISOLATED, SUSPECT, DomainRule, Finding, History, Policy,
+from labeler.settings.config import parse_config
+from labeler.topology.isolation import (HEALTHY, HELD, ISOLATED, SUSPECT, DomainRule, Finding, History, Policy,
                                condition_findings, decide)
-from labeler.nodes import Node
+from labeler.io.nodes import Node
 
 BLOCK = "topolabel.dev/block"
 LEAF = "topolabel.dev/leafgroup"

@@ -1,4 +1,4 @@
-"""The streamed JSON List reader (`labeler.jsonlist`) and the typed node records read through it.
+"""The streamed JSON List reader (`labeler.io.jsonlist`) and the typed node records read through it.
 
 The reader cuts each item of a List out of a file read in chunks, so it is held to what `json.loads` makes of
 the same bytes for any JSON-shaped list, any layout and any chunk size (items and strings cut anywhere across
@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from hack.synth import full_status, gke_cluster, node_list
-from labeler import jsonlist
 from labeler.errors import InputError
-from labeler.nodes import NodeReader, load_nodes_file, parse_nodes, read_items
+from labeler.io import jsonlist
+from labeler.io.nodes import NodeReader, load_nodes_file, parse_nodes, read_items
 
 scalars = st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.text(max_size=12) | \
     st.floats(allow_nan=False, allow_infinity=False)

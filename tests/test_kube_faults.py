@@ -17,9 +17,9 @@ import pytest
 from kubernetes.client import CoreV1Api  # noqa: F401 - loaded once here (seconds), not inside a timed command
 from kubernetes.client.exceptions import ApiException
 
+from labeler.cluster import kube
+from labeler.cluster.kube import MAX_RETRY_AFTER, call_with_retries, retry_delay
 from labeler.errors import KubeUnreachable
-from labeler.kube import MAX_RETRY_AFTER, call_with_retries, retry_delay
-from labeler import kube
 from testkit.environment import EXAMPLES
 from testkit.faultserver import (DropsFirstPatch, EndlessPages, FaultServer, answering, closed_port, flood, header_drip,
                                html, no_patch_answer, silent, slow_drip, tls_drip)

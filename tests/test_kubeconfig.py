@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from testkit.fuzz import ALIAS_BOMB
-from labeler import kubeconfig
+from labeler.cluster import kubeconfig
+from labeler.cluster.kubeconfig import read_kubeconfig
 from labeler.errors import InputError
-from labeler.kubeconfig import read_kubeconfig
 from testkit.faultserver import NODE_LIST, FaultServer, answer, read_request
 from topolabel.cli import main
 

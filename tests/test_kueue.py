@@ -11,13 +11,13 @@ import yaml
 from hack.synth import B200, H100, gke_cluster
 from kueue_config.files import diff, header, read_dir, render
 from kueue_config.objects import generate
-from labeler.quantities import format_quantity, parse
-from labeler.config import parse_config
 from labeler.errors import OutputError, TopologyError
-from labeler.model import Level, Snapshot
-from labeler.names import HOSTNAME
-from labeler.nodes import parse_nodes
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import parse_nodes
+from labeler.settings.config import parse_config
+from labeler.settings.quantities import format_quantity, parse
+from labeler.topology.model import Level, Snapshot
+from labeler.topology.names import HOSTNAME
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover
 

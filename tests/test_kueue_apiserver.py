@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import MERGE_PATCH
+from labeler.cluster.kube import MERGE_PATCH
 from testkit.environment import EXAMPLES
 from testkit.kubecluster import KubeCluster, kube_cluster, kueue_cluster  # noqa: F401
 from topolabel.cli import main

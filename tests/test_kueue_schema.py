@@ -7,10 +7,10 @@ import pytest
 
 from hack.synth import gke_cluster
 from kueue_config.objects import generate
-from labeler.config import parse_config
-from labeler.model import Snapshot
-from labeler.nodes import parse_nodes
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import parse_nodes
+from labeler.settings.config import parse_config
+from labeler.topology.model import Snapshot
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover
 from testkit.environment import SHARED, kueue_crd, kueue_crds

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from labeler.labelvalues import (MAX_VALUE, foreign_owner, is_valid_value, key_problems, level_key_problems, readable,
+from labeler.topology.labelvalues import (MAX_VALUE, foreign_owner, is_valid_value, key_problems, level_key_problems, readable,
                                  short_hash, to_value, unique_values)
 
 

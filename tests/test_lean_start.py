@@ -156,7 +156,7 @@ def test_a_plan_from_a_snapshot_imports_no_source(tmp_path) -> None:
 def test_a_discovery_from_flags_imports_no_pydantic() -> None:
     code = ("import sys; from topolabel.cli import main; "
             f"main(['discover', '--source', 'infiniband', '--ibnetdiscover', {str(NDR)!r}, '-o', 'json']); "
-            "print(sorted(m for m in ('pydantic', 'labeler.config', 'providers.labels') if m in sys.modules))")
+            "print(sorted(m for m in ('pydantic', 'labeler.settings.config', 'providers.labels') if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.splitlines()[-1] == "[]"
 

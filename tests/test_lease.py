@@ -1,4 +1,4 @@
-"""Leader election (labeler.lease) on the real API server: one holder, takeover only after the holder stopped
+"""Leader election (labeler.cluster.lease) on the real API server: one holder, takeover only after the holder stopped
 renewing for the lease's duration, an immediate handover on release, stale writes refused by
 resourceVersion, and renewTime never compared with a local clock."""
 
@@ -13,9 +13,9 @@ from typing import Any, Iterator
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-import labeler.lease as lease_module
-from labeler.kube import request_json
-from labeler.lease import Keeper, Lease, micro_time
+import labeler.cluster.lease as lease_module
+from labeler.cluster.kube import request_json
+from labeler.cluster.lease import Keeper, Lease, micro_time
 from testkit.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
 from testkit.kubecluster import kube_cluster  # noqa: F401
 

@@ -15,7 +15,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import call_with_retries, connect, patch_node
+from labeler.cluster.kube import call_with_retries, connect, patch_node
 from providers.lldp.facts import ANNOTATION, Neighbor, to_json
 from testkit.environment import ROOT
 from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401

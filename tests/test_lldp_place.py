@@ -7,7 +7,7 @@ import re
 import pytest
 
 from labeler.errors import SourceError
-from labeler.placement import level_keys, to_snapshot
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.lldp.facts import Neighbor
 from providers.lldp.place import DEFAULT_MGMT, Fabric, aliases, fabric_from_map, fabric_from_switches, place
 

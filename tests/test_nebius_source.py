@@ -21,8 +21,8 @@ pytest.importorskip("nebius")
 import grpc  # noqa: E402 (after the skip: grpc comes with the SDK)
 
 from labeler.errors import SourceError  # noqa: E402
-from labeler.nodes import Node  # noqa: E402
-from labeler.placement import level_keys, to_snapshot  # noqa: E402
+from labeler.io.nodes import Node  # noqa: E402
+from labeler.topology.placement import level_keys, to_snapshot  # noqa: E402
 from providers import nebius as source  # noqa: E402
 from providers.base import SourceContext  # noqa: E402
 from providers.labels import discover as discover_labels  # noqa: E402

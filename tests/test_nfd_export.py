@@ -15,8 +15,8 @@ from exporters.domains import domain_forest
 from exporters.nfd import FEATURE, NODE_NAME_LABEL, NfdOptions, nfd_objects
 from hack.testcluster import stack_path
 from labeler.errors import TopologyError
-from labeler.model import Discovery
-from labeler.placement import level_keys, pad_depths, to_snapshot
+from labeler.topology.model import Discovery
+from labeler.topology.placement import level_keys, pad_depths, to_snapshot
 from testkit.environment import skip_or_fail
 from testkit.crdschema import validate
 from topolabel.cli import main

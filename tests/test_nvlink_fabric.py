@@ -9,8 +9,8 @@ import pytest
 
 from hack.ibfabric import Spec, build
 from kueue_config.objects import generate
-from labeler.config import parse_config
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import parse_config
 from testkit.environment import kueue_crd
 from testkit.crdschema import validate
 from testkit.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from labeler.errors import SourceError
-from labeler.nodes import Node
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import Node
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover as discover_labels
 from providers.oci import PAGE_LIMIT, discover

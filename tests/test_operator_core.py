@@ -11,13 +11,13 @@ import pytest
 import yaml
 
 from exporters.registry import option_models as export_models
-from labeler.apply import ApplyResult
-from labeler.config import Config, parse_config
+from labeler.cluster.apply import ApplyResult
 from labeler.errors import InputError, TopologyError
-from labeler.model import Discovery, Problem
-from labeler.nodes import MANAGED_ANNOTATION, Node
-from labeler.names import camel
-from labeler.plan import NodeChange, Plan
+from labeler.io.nodes import MANAGED_ANNOTATION, Node
+from labeler.settings.config import Config, parse_config
+from labeler.topology.model import Discovery, Problem
+from labeler.topology.names import camel
+from labeler.topology.plan import NodeChange, Plan
 from providers import inventory, labels
 from providers.base import Options, Source
 from providers.registry import get_source, option_models

@@ -1,6 +1,6 @@
 """The operator's probes and leader election, on kmock: /healthz fails when API calls keep failing, /readyz
 waits for a config and a full pass, and of two replicas only the Lease holder works (the Lease itself,
-`labeler.lease`, is tested on the real API server in tests/test_lease.py)."""
+`labeler.cluster.lease`, is tested on the real API server in tests/test_lease.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from hack.synth import gke_cluster
-from labeler.kube import connect
+from labeler.cluster.kube import connect
 from testkit.kmockcluster import MockCluster
 from testkit.operatorrun import InThread, wait_until
 from tests.test_operator_kmock import GKE_FLAGS, http_get, node_patches, options

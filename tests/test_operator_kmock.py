@@ -20,7 +20,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from hack.synth import B200, GKE_KEYS, H100, gke_cluster, node_object
-from labeler.nodes import MANAGED_ANNOTATION
+from labeler.io.nodes import MANAGED_ANNOTATION
 from testkit.environment import EXAMPLES
 from testkit.kmockcluster import MockCluster
 from testkit.operatorrun import InThread, kill, spawn, stop, wait_until

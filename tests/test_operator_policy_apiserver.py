@@ -18,7 +18,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import MERGE_PATCH, connect, request_json
+from labeler.cluster.kube import MERGE_PATCH, connect, request_json
 from testkit.environment import ROOT
 from testkit.ibcluster import sa_kubeconfig
 from testkit.kubecluster import KubeCluster, kube, kube_cluster  # noqa: F401

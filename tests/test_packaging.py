@@ -71,7 +71,7 @@ def test_wheel_installs_into_a_clean_venv_and_runs(tmp_path: Path) -> None:
 
     with tarfile.open(sdist) as archive:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
-    assert {"pyproject.toml", "README.md", "topolabel/cli.py", "labeler/config.py"} <= names
+    assert {"pyproject.toml", "README.md", "topolabel/cli.py", "labeler/settings/config.py"} <= names
     with zipfile.ZipFile(wheel) as archive:
         files = archive.namelist()
         entry_points = archive.read(f"topolabel-{version}.dist-info/entry_points.txt").decode()

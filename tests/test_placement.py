@@ -8,9 +8,9 @@ import re
 import pytest
 
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Level, Ownership, ownership
-from labeler.nodes import MANAGED_ANNOTATION, Node
-from labeler.placement import check_levels, level_keys, pad_depths, snapshot_from_dict, to_snapshot
+from labeler.io.nodes import MANAGED_ANNOTATION, Node
+from labeler.topology.model import Discovery, Level, Ownership, ownership
+from labeler.topology.placement import check_levels, level_keys, pad_depths, snapshot_from_dict, to_snapshot
 
 LEVELS = (Level("block", "topolabel.dev/block"), Level("rack", "topolabel.dev/rack"))
 

@@ -8,12 +8,12 @@ import threading
 import pytest
 
 from hack.synth import gke_cluster
-from labeler.apply import apply_plan
+from labeler.cluster.apply import apply_plan
 from labeler.errors import PlanRefused, TopologyError
-from labeler.model import Level, Snapshot, ownership
-from labeler.placement import level_keys, to_snapshot
-from labeler.nodes import MANAGED_ANNOTATION, Node, parse_nodes
-from labeler.plan import check_share, make_plan
+from labeler.io.nodes import MANAGED_ANNOTATION, Node, parse_nodes
+from labeler.topology.model import Level, Snapshot, ownership
+from labeler.topology.placement import level_keys, to_snapshot
+from labeler.topology.plan import check_share, make_plan
 from providers.base import SourceContext
 from providers.labels import discover
 

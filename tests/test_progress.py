@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from labeler.apply import apply_plan
-from labeler.plan import NodeChange, Plan
+from labeler.cluster.apply import apply_plan
+from labeler.topology.plan import NodeChange, Plan
 from topolabel.progress import LoggedTask, terminal
 
 

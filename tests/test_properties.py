@@ -22,15 +22,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from kueue_config.tas.capacity import parse_pods
 from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.workloads import workloads_in
-from labeler.documents import load
+from labeler.cluster.shards import Manifest
 from labeler.errors import TopolabelError
-from labeler.labelvalues import is_valid_value, level_key_problems
-from labeler.model import Discovery, Level, Snapshot
-from labeler.nodes import MANAGED_ANNOTATION, Node, parse_nodes
-from labeler.placement import snapshot_from_dict, to_snapshot
-from labeler.plan import make_plan, owned_keys, plan_node
-from labeler.shards import Manifest
-from labeler.snapshotfile import parse_snapshot
+from labeler.io.documents import load
+from labeler.io.nodes import MANAGED_ANNOTATION, Node, parse_nodes
+from labeler.topology.labelvalues import is_valid_value, level_key_problems
+from labeler.topology.model import Discovery, Level, Snapshot
+from labeler.topology.placement import snapshot_from_dict, to_snapshot
+from labeler.topology.plan import make_plan, owned_keys, plan_node
+from labeler.topology.snapshotfile import parse_snapshot
 from providers.gpu_clique import parse_cliques
 from providers.infiniband.hosts import guid_map_from
 from providers.infiniband.parse import parse_ibnetdiscover, parse_node_name_map
@@ -204,7 +204,7 @@ def snapshot_documents(draw: Any) -> Any:
 
 @given(snapshot_documents() | DATA)
 def test_the_snapshot_file_reader_agrees_with_the_generic_one(document: Any) -> None:
-    """msgspec's typed path (labeler.snapshotfile) accepts only what snapshot_from_dict accepts, with the same
+    """msgspec's typed path (labeler.topology.snapshotfile) accepts only what snapshot_from_dict accepts, with the same
     snapshot, and whatever it refuses is refused with the generic reader's message."""
     text = json.dumps(document)
     generic = _outcome(lambda: snapshot_from_dict(load(text, "f"), "f"))

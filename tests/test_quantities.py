@@ -9,8 +9,8 @@ from decimal import Decimal, InvalidOperation
 import pytest
 from kubernetes.utils import parse_quantity
 
-from labeler.quantities import parse
 from labeler.errors import TopologyError
+from labeler.settings.quantities import parse
 
 NUMBERS = ["0", "1", "1.5", "100", "0.25", "1e3", "2E2", "-1", ".5", "5.", "", "abc", "1e", "0x10", " 1", "1 ",
            "+3", "Inf", "NaN", "1_000", "12345678901234567890"]

@@ -12,12 +12,12 @@ import yaml
 from hack.synth import H100, gke_cluster, node_object
 from kueue_config.files import KUSTOMIZATION, read_dir, render
 from kueue_config.objects import generate
-from labeler.config import Config, parse_config
 from labeler.errors import InputError, TopologyError
-from labeler.model import Level, Snapshot
-from labeler.nodes import parse_nodes
-from labeler.placement import level_keys, to_snapshot
-from labeler.queues import Amount
+from labeler.io.nodes import parse_nodes
+from labeler.settings.config import Config, parse_config
+from labeler.settings.queues import Amount
+from labeler.topology.model import Level, Snapshot
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover
 from testkit.environment import EXAMPLES
@@ -81,7 +81,7 @@ def test_the_two_teams_example_is_what_kueue_accepts_and_shares_each_pool() -> N
     ({"fraction": 0.5, "step": "1Ti"}, "14800Gi", "7Ti"), ({"fraction": 0.25, "step": "500m"}, "3", "500m"),
 ])
 def test_an_amount_is_fixed_a_fraction_or_rounded_down_to_a_step(amount: Any, capacity: str, expected: str) -> None:
-    from labeler.quantities import format_quantity, parse
+    from labeler.settings.quantities import format_quantity, parse
     assert format_quantity(Amount.model_validate(amount).of(parse(capacity))) == expected
 
 

@@ -1,4 +1,4 @@
-"""A blob as ConfigMap shards (labeler.shards) on the real API server: each shard under the server's 1 MiB
+"""A blob as ConfigMap shards (labeler.cluster.shards) on the real API server: each shard under the server's 1 MiB
 limit, read back byte for byte, old shards deleted, readers never given a mix, stale writers refused."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from labeler.cluster.kube import request_json
 from labeler.errors import SourceError
-from labeler.kube import request_json
-from labeler.shards import (MAX_SHARDS, SHARD_BYTES, SHARD_OF, ShardGone, publish, read_blob, read_manifest,
+from labeler.cluster.shards import (MAX_SHARDS, SHARD_BYTES, SHARD_OF, ShardGone, publish, read_blob, read_manifest,
                             read_published, touch)
 from testkit.ibcluster import name, scratch_api  # noqa: F401 (fixtures)
 from testkit.kubecluster import kube_cluster  # noqa: F401

@@ -23,8 +23,8 @@ from exporters.slinky import ANNOTATION, CONFIG_KEY, SlinkyOptions, export_slink
 from exporters.slurm import SlurmOptions, TopologySpec
 from hack.testcluster import stack_path
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Snapshot
-from labeler.placement import level_keys, pad_depths, to_snapshot
+from labeler.topology.model import Discovery, Snapshot
+from labeler.topology.placement import level_keys, pad_depths, to_snapshot
 from testkit.environment import skip_or_fail
 from testkit.crdschema import validate
 from testkit.kmockcluster import MockCluster

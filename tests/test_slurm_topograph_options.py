@@ -14,9 +14,9 @@ import yaml
 
 from exporters.slurm import SlurmOptions, TopologySpec, export_slurm
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Snapshot
-from labeler.nodes import Node
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery, Snapshot
+from labeler.topology.placement import level_keys, to_snapshot
 from testkit.slurm_rules import check_block_conf, check_topology_yaml, check_tree_conf
 from topolabel.cli import main
 

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from hack.synth import gke_cluster
-from labeler.documents import MAX_DEPTH, load
 from labeler.errors import InputError
-from labeler.nodes import parse_nodes
-from labeler.placement import level_keys, snapshot_from_dict, to_snapshot
-from labeler.snapshotfile import _checked, _Snapshot, parse_snapshot, read_snapshot
+from labeler.io.documents import MAX_DEPTH, load
+from labeler.io.nodes import parse_nodes
+from labeler.topology.placement import level_keys, snapshot_from_dict, to_snapshot
+from labeler.topology.snapshotfile import _checked, _Snapshot, parse_snapshot, read_snapshot
 from providers.base import SourceContext
 from providers.labels import discover
 

@@ -20,7 +20,7 @@ from kueue_config.tas.capacity import free_capacity, parse_pods
 from kueue_config.tas.fit import fit
 from kueue_config.tas.setup import Flavor, Queue
 from kueue_config.tas.workloads import workload_of
-from labeler.nodes import parse_nodes
+from labeler.io.nodes import parse_nodes
 from testkit.fake_kube_readonly import FakeKube
 from testkit.tas_cluster import (BLOCK, GPU_TAINT, GPU_TOLERATION, HOST, RACK, batch_job, kueue_objects, node, node_list,
                                pod, pod_template)

@@ -19,7 +19,7 @@ from kueue_config.tas.fit import fit
 from kueue_config.tas.lint import lint, rejections
 from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.workloads import QUEUE_LABEL, workload_of
-from labeler.nodes import parse_nodes
+from labeler.io.nodes import parse_nodes
 from testkit.tas_oracle import decided, kueue_decides, placement_payload, predicted, run_oracle
 from testkit.tas_scenarios import Scenario, random_scenario, table
 

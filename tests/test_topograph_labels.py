@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from labeler.errors import SourceError, TopologyError
-from labeler.model import ACCELERATOR_LEVELS
-from labeler.nodes import Node
-from labeler.placement import level_keys, to_snapshot
+from labeler.io.nodes import Node
+from labeler.topology.model import ACCELERATOR_LEVELS
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.base import SourceContext
 from providers.labels import discover
 

@@ -20,8 +20,8 @@ import pytest
 
 from hack.ibfabric import Fabric, Spec, build, random_spec
 from labeler.errors import SourceError
-from labeler.model import Discovery
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
 from providers.base import SourceContext
 from providers.registry import get_source
 from testkit.ibsim import ibsim, needs_ibsim  # noqa: F401 (ibsim is a fixture)

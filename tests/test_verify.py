@@ -6,9 +6,9 @@ import json
 import random
 from pathlib import Path
 
-from labeler.model import Level, Snapshot
-from labeler.nodes import Node
-from labeler.verify import compare_sources, label_drift
+from labeler.io.nodes import Node
+from labeler.topology.model import Level, Snapshot
+from labeler.topology.verify import compare_sources, label_drift
 from topolabel.cli import main
 
 LEVELS_A = (Level("block", "topolabel.dev/block"), Level("rack", "topolabel.dev/rack"))

@@ -155,7 +155,7 @@ def test_a_target_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path:
 def test_a_rename_that_fails_leaves_no_temporary_file(tmp_path: Path) -> None:
     """A target that turns into a directory between the check and the rename: the temporary file goes too."""
     from labeler.errors import OutputError
-    from labeler.files import write_files
+    from labeler.io.files import write_files
 
     class Late(dict):
         def items(self):  # the check has run; now the second target becomes a directory

@@ -20,10 +20,10 @@ from typing import Any, Callable, Generic, Mapping, Sequence, TextIO, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from labeler.documents import load_json
+from labeler.cluster.kube import api_error
 from labeler.errors import TopolabelError
-from labeler.hosttools import run_tool
-from labeler.kube import api_error
+from labeler.io.documents import load_json
+from labeler.io.hosttools import run_tool
 from providers.infiniband.portrecord import encode, make_record
 from providers.infiniband.sysfs import read_port_health
 from providers.lldp.facts import Neighbor, parse_json0

@@ -21,7 +21,7 @@ from .parsing import Parser, chosen_command
 
 DEBUG = "TOPOLABEL_DEBUG"
 COMPLETE = "__complete"
-# Write errors of stdout: every file topolabel writes reports its own as one line (labeler.files), so one of
+# Write errors of stdout: every file topolabel writes reports its own as one line (labeler.io.files), so one of
 # these that arrives unwrapped is the output stream's (a full disk, a quota, a file-size limit, a dead device).
 OUTPUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 HELP = frozenset({"-h", "--help"})
@@ -214,7 +214,7 @@ def kube_error(exc: Exception) -> str | None:
     exceptions = sys.modules.get("kubernetes.client.exceptions")
     if exceptions is None or not isinstance(exc, exceptions.ApiException):
         return None
-    from labeler.kube import api_error
+    from labeler.cluster.kube import api_error
 
     return api_error(exc)
 

@@ -3,8 +3,8 @@
 Evidence comes from what topolabel already reaches: a discovery of the fabric (published by the collector, or
 an `ibnetdiscover` capture) with its port error counters (`ibqueryerrors`), the port records the agents publish
 on their Nodes (or sysfs trees, offline), and conditions other tools set on Nodes. Each becomes findings
-(`providers.infiniband.evidence`, `providers.infiniband.portrecord`, `labeler.isolation.condition_findings`),
-and `labeler.isolation.decide` turns them, with the history of earlier passes, into verdicts.
+(`providers.infiniband.evidence`, `providers.infiniband.portrecord`, `labeler.topology.isolation.condition_findings`),
+and `labeler.topology.isolation.decide` turns them, with the history of earlier passes, into verdicts.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeler.config import Config
 from labeler.errors import SourceError
-from labeler.isolation import Decision, Finding, History, condition_findings, decide
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.isolation import Decision, Finding, History, condition_findings, decide
 from providers.infiniband.evidence import Readings, fabric_evidence
 from providers.infiniband.fabric import Fabric
 from providers.infiniband.hosts import GuidMap, add_annotations

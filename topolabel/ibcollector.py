@@ -5,7 +5,7 @@ node's ports from sysfs and groups the Active InfiniBand ones into fabrics: by `
 the device name when given, else by the subnet prefix in the port's GID. Per fabric it contends for the
 Lease `topolabel-ib-<fabric>`; the holder runs `ibnetdiscover -C DEVICE -P PORT` every interval, parses it
 and, when the parsed fabric differs from the published one, publishes it as ConfigMap shards
-(`labeler.shards`, the format of `providers.infiniband.published`); otherwise it only refreshes the
+(`labeler.cluster.shards`, the format of `providers.infiniband.published`); otherwise it only refreshes the
 manifest's `checkedAt`, which tells the operator the fabric is current. A collector that dies stops
 renewing, and a standby takes the Lease over after leaseDurationSeconds; one that stops cleanly (SIGTERM)
 hands it over at once. A port that leaves Active (cable pulled, HCA down) makes this node drop the fabric.
@@ -29,11 +29,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from labeler.cluster.kube import api_error
+from labeler.cluster.lease import Keeper, Lease
+from labeler.cluster.shards import publish, read_manifest, touch
 from labeler.errors import InputError, SourceError, TopolabelError
-from labeler.kube import api_error
-from labeler.lease import Keeper, Lease
-from labeler.names import MANAGED_BY
-from labeler.shards import publish, read_manifest, touch
+from labeler.topology.names import MANAGED_BY
 from providers.base import regex
 from providers.infiniband.command import run_ibnetdiscover
 from providers.infiniband.fabric import Fabric

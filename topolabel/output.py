@@ -14,14 +14,14 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, TextIO
 
-from labeler.model import Problem, Snapshot
+from labeler.topology.model import Problem, Snapshot
 
 from .tables import MIN_ELIDED, Column, View, elide, render, terminal_width, wrap
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from labeler.plan import NodeChange, Plan
+    from labeler.topology.plan import NodeChange, Plan
 
 FORMATS = ("table", "wide", "json", "yaml")
 NAMES = "name"
@@ -93,7 +93,7 @@ def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
         else:
             out.write(b"".join(pieces).decode() + "\n")
     else:
-        from labeler.documents import dump_yaml
+        from labeler.io.documents import dump_yaml
 
         out.write(dump_yaml(data))
 

@@ -38,7 +38,7 @@ class Parser(argparse.ArgumentParser):
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """An invalid choice (a command, a source, a format) with the closest valid one."""
         if action.choices is not None and value not in action.choices:
-            from labeler.validation import did_you_mean
+            from labeler.settings.validation import did_you_mean
 
             raise argparse.ArgumentError(action, f"invalid choice: {value!r}"
                                                  + did_you_mean(str(value), [str(c) for c in action.choices]))

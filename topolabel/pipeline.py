@@ -5,23 +5,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from labeler.errors import SourceError
-from labeler.model import Discovery, Snapshot
-from labeler.names import snake
-from labeler.placement import level_keys, to_snapshot
 from labeler.progress import Progress, quiet
+from labeler.topology.model import Discovery, Snapshot
+from labeler.topology.names import snake
+from labeler.topology.placement import level_keys, to_snapshot
 from providers.base import Source, SourceContext
 from providers.registry import get_source, option_models
 
 if TYPE_CHECKING:  # the config's pydantic models load only when a config is read (start-up)
-    from labeler.config import Config
-    from labeler.nodes import Node
+    from labeler.io.nodes import Node
+    from labeler.settings.config import Config
 
 
 def read_config(path: str | None) -> Config:
     """topolabel.yaml (defaults when None), every problem reported at once, the source's and the exports'
     options included."""
     from exporters.registry import option_models as export_models
-    from labeler.config import load_config
+    from labeler.settings.config import load_config
 
     return load_config(path, option_models(), export_models())
 
@@ -29,7 +29,7 @@ def read_config(path: str | None) -> Config:
 def parse_spec(data: Any, origin: str) -> Config:
     """A config given as data (a TopologyLabeler's spec), checked like `read_config`."""
     from exporters.registry import option_models as export_models
-    from labeler.config import parse_config
+    from labeler.settings.config import parse_config
 
     return parse_config(data, origin, option_models(), export_models())
 
@@ -76,6 +76,6 @@ def place(cfg: Config | None, found: Discovery, nodes: Sequence[Node] = ()) -> S
 def read_snapshot(path: str) -> Snapshot:
     """A snapshot file, checked like discovery output (it is untrusted input); its decoder, msgspec, loads
     only here (start-up time)."""
-    from labeler.snapshotfile import read_snapshot as read
+    from labeler.topology.snapshotfile import read_snapshot as read
 
     return read(path)

@@ -15,7 +15,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from exporters.registry import option_models as export_models
-from labeler import config_schema as generator
+from labeler.settings import config_schema as generator
 from providers.registry import option_models
 
 CONFIG_FILE = "schemas/topolabel.schema.json"

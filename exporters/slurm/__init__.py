@@ -29,10 +29,10 @@ import argparse
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from labeler.config import Config
 from labeler.errors import TopologyError
-from labeler.model import Problem, Snapshot
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.model import Problem, Snapshot
 
 from ..base import Export, Exporter
 from ..domains import Domain, domain_forest, natural

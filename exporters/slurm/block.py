@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from labeler.errors import TopologyError
-from labeler.model import ACCELERATOR_LEVELS, Level, Problem
+from labeler.topology.model import ACCELERATOR_LEVELS, Level, Problem
 
 from ..domains import Domain
 from ..hostlist import compress

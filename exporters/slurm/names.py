@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from labeler.errors import TopologyError
-from labeler.model import Problem
+from labeler.topology.model import Problem
 
 SOURCE = "slurm-export"
 UNSAFE = re.compile(r'[\s,\[\]=#"\\]')  # breaks a hostlist or a key=value line

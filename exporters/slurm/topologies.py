@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.documents import dump_yaml
 from labeler.errors import TopologyError
-from labeler.model import Snapshot
+from labeler.io.documents import dump_yaml
+from labeler.topology.model import Snapshot
 
 from ..hostlist import compress
 from .block import Block

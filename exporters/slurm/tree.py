@@ -6,8 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from labeler.errors import TopologyError
-from labeler.labelvalues import short_hash
-from labeler.model import Level
+from labeler.topology.labelvalues import short_hash
+from labeler.topology.model import Level
 
 from ..domains import Domain, natural
 from ..hostlist import compress

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from labeler.documents import mapping, sequence, string_map, text
 from labeler.errors import InputError, TopologyError
-from labeler.names import HOSTNAME
+from labeler.io.documents import mapping, sequence, string_map, text
+from labeler.topology.names import HOSTNAME
 
 from .capacity import Resources, amount, pod_requests
 from .quota import FlavorResource

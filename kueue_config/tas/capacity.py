@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.documents import mapping
 from labeler.errors import InputError, TopologyError
-from labeler.nodes import Node, list_items
-from labeler.quantities import stored
+from labeler.io.documents import mapping
+from labeler.io.nodes import Node, list_items
+from labeler.settings.quantities import stored
 
 from .workloads import check_metadata, check_pod_spec
 

@@ -11,9 +11,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from labeler.cluster.kube import list_objects, request_json
 from labeler.errors import TopologyError
-from labeler.kube import list_objects, request_json
-from labeler.names import KUEUE_GROUP, KUEUE_VERSION
+from labeler.topology.names import KUEUE_GROUP, KUEUE_VERSION
 
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
                  "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}

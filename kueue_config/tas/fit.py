@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, field
 from typing import AbstractSet, Any, Mapping, Sequence
 
 from labeler.errors import TopologyError
-from labeler.names import HOSTNAME
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.names import HOSTNAME
 
 from .admitted import Admitted, DomainUsage, leaf_id
 from .annotations import RequestError, build_request

@@ -10,8 +10,8 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from labeler.documents import check_yaml, yaml_error
 from labeler.errors import TopologyError
+from labeler.io.documents import check_yaml, yaml_error
 
 
 @dataclass(frozen=True)

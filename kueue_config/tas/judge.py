@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from labeler.errors import TopologyError
-from labeler.nodes import Node
+from labeler.io.nodes import Node
 
 from .admitted import Admitted, admitted_workloads
 from .capacity import PodUsage, Resources, free_capacity

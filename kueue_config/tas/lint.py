@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from labeler.labelvalues import qualified_name_problems
+from labeler.topology.labelvalues import qualified_name_problems
 
 from .annotations import MAX_LAYERS, Constraint, go_bool, go_int32, go_uint64, parse_constraints
 from .gates import Gates

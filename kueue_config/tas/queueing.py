@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from labeler.documents import mapping
 from labeler.errors import InputError, TopologyError
+from labeler.io.documents import mapping
 
 from .setup import Queue, TASSetup
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
-from labeler.documents import mapping, sequence, text
 from labeler.errors import InputError, TopologyError
+from labeler.io.documents import mapping, sequence, text
 
 from .capacity import amount
 

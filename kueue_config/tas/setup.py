@@ -12,11 +12,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from labeler.documents import load_all, mapping, sequence, string_map, text
 from labeler.errors import InputError, TopologyError
-from labeler.files import read_text
-from labeler.model import Level
-from labeler.names import HOSTNAME
+from labeler.io.documents import load_all, mapping, sequence, string_map, text
+from labeler.io.files import read_text
+from labeler.topology.model import Level
+from labeler.topology.names import HOSTNAME
 
 HOSTNAME_NAMES = ("hostname", "node", "host-name")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from labeler.errors import TopologyError
-from labeler.names import HOSTNAME
+from labeler.topology.names import HOSTNAME
 
 from .annotations import build_request
 from .capacity import allocatable, amount

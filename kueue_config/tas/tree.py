@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from labeler.names import HOSTNAME
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.names import HOSTNAME
 
 from .capacity import Resources
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from labeler.documents import entry, kind_of, mapping, sequence, string_map, text
 from labeler.errors import InputError, TopologyError
+from labeler.io.documents import entry, kind_of, mapping, sequence, string_map, text
 
 PREFIX = "kueue.x-k8s.io/"
 QUEUE_LABEL = PREFIX + "queue-name"

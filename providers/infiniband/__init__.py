@@ -13,8 +13,8 @@ import argparse
 from typing import Any
 
 from labeler.errors import InputError, SourceError
-from labeler.files import read_text
-from labeler.model import Discovery
+from labeler.io.files import read_text
+from labeler.topology.model import Discovery
 
 from ..base import Source, SourceContext, parse_options
 from . import options

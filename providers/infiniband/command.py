@@ -5,7 +5,7 @@ Without a reachable subnet (or simulator) the tool can hang, so the timeout is n
 
 from __future__ import annotations
 
-from labeler.hosttools import run_tool
+from labeler.io.hosttools import run_tool
 
 MAX_BYTES = 256 << 20  # a 100,000-HCA fabric prints 37 MB (BENCHMARKS.md)
 

@@ -1,6 +1,6 @@
 """Fabric health evidence from one discovery of the fabric, and from its ports' error counters.
 
-What the fabric shows about each host, as findings (`labeler.isolation`):
+What the fabric shows about each host, as findings (`labeler.topology.isolation`):
 - `rate`: an HCA link narrower or slower than most HCA links;
 - `link`: a host without a link to a leaf of its leaf group (a cable out, an HCA port down);
 - `uplinks`: the host sits behind a leaf that lost at least `uplink_loss` of the uplinks its peers have
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from labeler.isolation import Finding
+from labeler.topology.isolation import Finding
 
 from .fabric import Fabric
 from .health import slow_links, uplink_gaps

@@ -22,7 +22,7 @@ from itertools import compress, repeat
 from typing import Any, Callable, Mapping, Sequence, cast
 
 from labeler.errors import InputError
-from labeler.nodes import Node
+from labeler.io.nodes import Node
 
 from .fabric import Fabric
 from .options import ANNOTATION

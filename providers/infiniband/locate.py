@@ -10,7 +10,7 @@ import re
 from typing import TYPE_CHECKING, Sequence
 
 from labeler.errors import InputError, SourceError
-from labeler.model import Discovery
+from labeler.topology.model import Discovery
 
 from ..base import SourceContext
 from .fabric import Fabric
@@ -28,7 +28,7 @@ def locate(fabric: Fabric, opts: FabricOptions, ctx: SourceContext, origin: str,
     """Each node's place in `fabric`, read by `source` from `origin`; `notices` are the reader's own problems."""
     guids = GuidMap()
     if opts.guid_map:
-        from labeler.documents import read_document  # a GUID map file is rare: its readers load for it
+        from labeler.io.documents import read_document  # a GUID map file is rare: its readers load for it
 
         try:
             guids = guid_map_from(read_document(opts.guid_map), opts.guid_map)

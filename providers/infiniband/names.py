@@ -13,7 +13,7 @@ from collections import Counter
 from math import prod
 from typing import Iterable, Mapping, Sequence
 
-from labeler.labelvalues import readable, short_hash
+from labeler.topology.labelvalues import readable, short_hash
 
 # Descriptions a switch ships with: they name the product, not the switch.
 _DEFAULT_SWITCH = re.compile(r"(?i)^$|(mellanox|nvidia) technologies")

@@ -14,8 +14,8 @@ from typing import Callable, Sequence
 
 from labeler.errors import SourceError
 from labeler.gcpause import paused_gc
-from labeler.model import Discovery
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
 
 from .options import ANNOTATION
 from .fabric import Fabric

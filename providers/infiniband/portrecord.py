@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from labeler.errors import SourceError
-from labeler.isolation import Finding
+from labeler.topology.isolation import Finding
 
 from .sysfs import ACTIVE, PortHealth
 

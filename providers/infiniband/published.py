@@ -29,9 +29,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from labeler.cluster.kube import api_error
+from labeler.cluster.shards import SHARD_OF, list_manifests, read_published
 from labeler.errors import SourceError, StaleInput
-from labeler.kube import api_error
-from labeler.shards import SHARD_OF, list_manifests, read_published
 
 from .fabric import Fabric
 from .queryerrors import PortErrors

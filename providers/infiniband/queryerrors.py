@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from labeler.errors import SourceError
-from labeler.hosttools import run_tool
+from labeler.io.hosttools import run_tool
 
 NAMES = {"SymbolErrorCounter": "symbol_error", "LinkErrorRecoveryCounter": "link_error_recovery",
          "LinkDownedCounter": "link_downed", "PortRcvErrors": "port_rcv_errors",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labeler.errors import InputError, SourceError
-from labeler.model import Discovery
+from labeler.topology.model import Discovery
 
 from ..base import Source, SourceContext, parse_options
 from .options import FabricOptions, add_fabric_arguments
@@ -93,7 +93,7 @@ def _credentials(directory: str | None):  # -> ufmrest.Credentials (loaded with 
 
 def _secret(path: Path) -> str | None:
     """A Secret key's file, stripped of the newline editors add; None when absent."""
-    from labeler.files import read_text
+    from labeler.io.files import read_text
 
     if not path.exists():
         return None

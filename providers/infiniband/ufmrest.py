@@ -220,8 +220,8 @@ def _get(pool: Any, server: Server, path: str) -> Any:
     import orjson
     import urllib3
 
-    from labeler.kube import unreachable
-    from labeler.timeouts import Timeouts
+    from labeler.cluster.kube import unreachable
+    from labeler.cluster.timeouts import Timeouts
 
     url = f"{server.url.rstrip('/')}{server.credentials.prefix}/{path}"
     try:

@@ -13,11 +13,11 @@ from itertools import repeat
 from typing import Sequence
 
 from labeler.errors import SourceError
-from labeler.labelvalues import is_valid_value
-from labeler.model import Discovery
-from labeler.nodes import Node
-from labeler.placement import insert_level, pad_depths
-from labeler.validation import did_you_mean
+from labeler.io.nodes import Node
+from labeler.settings.validation import did_you_mean
+from labeler.topology.labelvalues import is_valid_value
+from labeler.topology.model import Discovery
+from labeler.topology.placement import insert_level, pad_depths
 from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION
 
 from ..base import Source, SourceContext, parse_options

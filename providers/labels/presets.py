@@ -4,7 +4,7 @@ A level may be read from more than one key, newest first: the first key that any
 for the whole cluster (values of an older key are often in another form, so nodes are never mixed across keys
 within one level). A preset may name values that are placeholders, not domains, a middle level some nodes
 lack (optional: they take the coarser level's domain there), and an accelerator (NVLink) domain, which goes
-where it nests in the levels (`labeler.placement.insert_level`). Writers that label a switch chain tier by
+where it nests in the levels (`labeler.topology.placement.insert_level`). Writers that label a switch chain tier by
 tier, closest first and of any depth (Topograph, Nebius), are families read by `tiers`.
 
 Every preset names the page its keys come from and the day that page was last checked (docs/labels.md).

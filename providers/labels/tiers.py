@@ -6,7 +6,7 @@ hangs off, tier-1 the one above it, and so on until the chain ends, so chains di
 is tier-1 for one node and tier-2 for another. The chains are therefore read closest-first and aligned at
 their top: a switch sits at the level of its distance from the top of its tree, whatever tier number a node
 gives it, and a shorter chain repeats its closest switch for the finer levels (with a notice, as
-`labeler.placement.pad_depths` does for AWS). Levels are named after the tiers of the deepest chain.
+`labeler.topology.placement.pad_depths` does for AWS). Levels are named after the tiers of the deepest chain.
 
 The accelerator domain (`accelerator.topograph.run/domain`, the NVLink domain) becomes the finest level when
 every domain sits inside one closest switch, else the finest level at which the hierarchy stays a tree, with
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from labeler.errors import TopologyError
-from labeler.model import Discovery
-from labeler.nodes import Node
-from labeler.placement import insert_level, pad_depths
+from labeler.io.nodes import Node
+from labeler.topology.model import Discovery
+from labeler.topology.placement import insert_level, pad_depths
 
 NAME = "labels"
 NO_TOPOLOGY = "no-topology"

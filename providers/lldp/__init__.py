@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pydantic import field_validator, model_validator
 
-from labeler.documents import read_document
 from labeler.errors import InputError, SourceError
-from labeler.files import read_text
-from labeler.model import Discovery, Problem
+from labeler.io.documents import read_document
+from labeler.io.files import read_text
+from labeler.topology.model import Discovery, Problem
 
 from ..base import Options, Source, SourceContext, parse_options, regex
 from .facts import ANNOTATION, Neighbor, read_facts

@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from labeler.documents import load_json
 from labeler.errors import InputError, TopologyError
+from labeler.io.documents import load_json
 
 ANNOTATION = "topolabel.dev/lldp-neighbors"
 VERSION = 1

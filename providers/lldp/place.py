@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from labeler.errors import SourceError
-from labeler.model import Discovery
+from labeler.topology.model import Discovery
 
 from .facts import Neighbor
 

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from labeler.cluster.kube import call_with_retries, patch_node
 from labeler.errors import TopologyError
-from labeler.isolation import COUNTERS
-from labeler.kube import call_with_retries, patch_node
+from labeler.topology.isolation import COUNTERS
 from providers.gpu_clique import ANNOTATION as CLIQUE_ANNOTATION, read_clique
 from providers.infiniband import ANNOTATION as IB_ANNOTATION, DEFAULT_NAMESPACE
 from providers.infiniband.portrecord import ANNOTATION as PORT_ANNOTATION

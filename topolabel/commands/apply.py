@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from labeler.apply import apply_plan
-from labeler.kube import patch_node
+from labeler.cluster.apply import apply_plan
+from labeler.cluster.kube import patch_node
 
 from labeler.errors import InputError
 

@@ -8,9 +8,9 @@ import argparse
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from labeler.cluster.timeouts import Timeouts
 from labeler.errors import InputError
-from labeler.model import Snapshot
-from labeler.timeouts import Timeouts
+from labeler.topology.model import Snapshot
 from providers.registry import SOURCES, get_source
 
 from ..output import FORMATS, NAMES
@@ -19,8 +19,8 @@ from ..pipeline import discover, read_config, read_snapshot, source_options
 from ..progress import terminal
 
 if TYPE_CHECKING:
-    from labeler.config import Config
-    from labeler.nodes import Node
+    from labeler.io.nodes import Node
+    from labeler.settings.config import Config
 
 
 def config_parent() -> argparse.ArgumentParser:
@@ -116,7 +116,7 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
     With --snapshot and no cluster named, `needed_for` says what the nodes are for, and the error when the
     default kubeconfig reaches no cluster says that --nodes would do instead."""
     if args.nodes:
-        from labeler.nodes import load_nodes_file
+        from labeler.io.nodes import load_nodes_file
 
         return load_nodes_file(args.nodes)
     named = args.kubeconfig or args.context
@@ -129,7 +129,7 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
             raise
         raise InputError(f"--snapshot says where nodes sit, not {needed_for}: add --nodes FILE (`kubectl get nodes "
                          f"-o yaml`) or a cluster with --kubeconfig/--context ({exc})") from None
-    from labeler.kube import list_nodes
+    from labeler.cluster.kube import list_nodes
 
     return list_nodes(api)
 
@@ -137,7 +137,7 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
 def connect(args: argparse.Namespace, pool: int = 64) -> Any:
     """An API client for --kubeconfig/--context with the command's timeouts; the Kubernetes client loads only
     here (start-up time)."""
-    from labeler.kube import connect as kube_connect
+    from labeler.cluster.kube import connect as kube_connect
 
     timeouts = Timeouts(getattr(args, "connect_timeout", Timeouts.connect), getattr(args, "request_timeout", Timeouts.read))
     return kube_connect(getattr(args, "kubeconfig", None), getattr(args, "context", None), pool, timeouts)

@@ -8,10 +8,10 @@ import sys
 from typing import Any
 
 from exporters.registry import option_models as export_models
-from labeler.config import config_issues
-from labeler.documents import kind_of, read_document
 from labeler.errors import InputError
-from labeler.validation import Issue
+from labeler.io.documents import kind_of, read_document
+from labeler.settings.config import config_issues
+from labeler.settings.validation import Issue
 from providers.registry import option_models
 
 from ..schemas import as_json, config_schema, crd_spec_schema, resource_schema

@@ -11,7 +11,7 @@ from exporters.base import Export, Exporter
 from exporters.registry import all_exporters
 from kueue_config.files import read_dir, render, stream
 from labeler.errors import InputError
-from labeler.nodes import Node
+from labeler.io.nodes import Node
 
 from ..output import problems_table
 from ..progress import terminal
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
 def _annotated(args: argparse.Namespace, result: Export, nodes: list[Node]) -> bool:
     """Write the export's node annotations with --annotate-nodes (only those that differ, on nodes that exist;
     none is ever removed), or say how many there are; False when some could not be written."""
-    from labeler.apply import annotation_changes, apply_changes
-    from labeler.kube import patch_node
+    from labeler.cluster.apply import annotation_changes, apply_changes
+    from labeler.cluster.kube import patch_node
 
     if not getattr(args, "annotate_nodes", False):
         print(f"{len(result.annotations)} node annotation(s) not written (give --annotate-nodes and a cluster)",

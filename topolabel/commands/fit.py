@@ -18,7 +18,7 @@ from kueue_config.tas.render_tree import short_names
 from kueue_config.tas.setup import Queue
 from kueue_config.tas.workloads import Workload, workloads_in
 from labeler.errors import TopologyError
-from labeler.files import read_text
+from labeler.io.files import read_text
 
 from ..output import console, emit, for_people, view_of
 from ..tables import Column, View, render

@@ -8,10 +8,10 @@ import re
 import time
 from pathlib import Path
 
-from labeler.documents import read_document
 from labeler.errors import InputError, SourceError
-from labeler.files import read_text, write_atomic
-from labeler.isolation import HEALTHY, History
+from labeler.io.documents import read_document
+from labeler.io.files import read_text, write_atomic
+from labeler.topology.isolation import HEALTHY, History
 
 from ..fabrichealth import Assessment, Evidence, assess, records_from_sysfs
 from ..output import emit, for_people, headline, say, shown, title, view_of

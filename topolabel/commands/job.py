@@ -13,8 +13,8 @@ from kueue_config.tas.queueing import queue_warning
 from kueue_config.tas.setup import resolve_level
 from kueue_config.tas.workloads import QUEUE_LABEL, Workload, workloads_in
 from labeler.errors import InputError, TopologyError
-from labeler.files import read_text, write_atomic
-from labeler.names import name_problem
+from labeler.io.files import read_text, write_atomic
+from labeler.topology.names import name_problem
 
 from ..output import emit, for_people, say, title, view_of
 from ..tables import Column, render

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from labeler.gcpause import paused_gc
-from labeler.model import Ownership
-from labeler.plan import MAX_CHANGE_FRACTION, Plan, check_share, make_plan
+from labeler.topology.model import Ownership
+from labeler.topology.plan import MAX_CHANGE_FRACTION, Plan, check_share, make_plan
 
 from ..output import emit, for_people, names, plan_table, view_of
 from . import COMMANDS

@@ -10,8 +10,8 @@ import sys
 
 from pythonjsonlogger.json import JsonFormatter
 
+from labeler.cluster.timeouts import Timeouts
 from labeler.errors import InputError
-from labeler.timeouts import Timeouts
 
 from ..operator.settings import RunOptions, operator_namespace
 from . import COMMANDS

@@ -18,8 +18,8 @@ from kueue_config.tas.svg import render_svg
 from kueue_config.tas.tree import build_tree
 from kueue_config.tas.workloads import workloads_in
 from labeler.errors import TopologyError
-from labeler.isolation import CONDITION as FABRIC_CONDITION
-from labeler.files import read_text, write_atomic
+from labeler.io.files import read_text, write_atomic
+from labeler.topology.isolation import CONDITION as FABRIC_CONDITION
 
 from ..output import emit, for_people, headline, say, view_of
 from . import COMMANDS

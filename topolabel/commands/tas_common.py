@@ -15,10 +15,10 @@ from kueue_config.objects import generate
 from kueue_config.tas.capacity import PodUsage, parse_pods, pods_from_items
 from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup, read_kueue_objects
-from labeler.config import Config
 from labeler.errors import TopologyError
-from labeler.model import Level, Snapshot
-from labeler.nodes import Node, read_items
+from labeler.io.nodes import Node, read_items
+from labeler.settings.config import Config
+from labeler.topology.model import Level, Snapshot
 
 from ..pipeline import read_config, read_snapshot
 from .common import cluster_nodes, connect

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from labeler.errors import TopologyError
-from labeler.model import Snapshot
-from labeler.verify import Report, compare_sources, label_drift
+from labeler.topology.model import Snapshot
+from labeler.topology.verify import Report, compare_sources, label_drift
 
 from ..output import emit, for_people, names, say, shown, title, view_of
 from ..tables import Column, View, render

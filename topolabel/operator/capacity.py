@@ -20,10 +20,10 @@ from kueue_config.tas.capacity import pods_from_items
 from kueue_config.tas.judge import Inputs
 from kueue_config.tas.setup import TASSetup
 from kueue_config.tas.slots import free_room
+from labeler.cluster.kube import api_error
 from labeler.errors import TopolabelError
-from labeler.kube import api_error
-from labeler.names import KUEUE_API_VERSION
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.topology.names import KUEUE_API_VERSION
 
 from .kubeapi import Kube
 from .kueue import PLURALS

@@ -27,16 +27,16 @@ from typing import Any, Mapping
 from kubernetes.client.exceptions import ApiException
 
 from kueue_config.objects import generate
-from labeler.apply import apply_plan
-from labeler.config import Config
+from labeler.cluster.apply import apply_plan
+from labeler.cluster.kube import api_error
 from labeler.errors import PlanRefused, SourceError, StaleInput, TopolabelError
-from labeler.kube import api_error
-from labeler.model import Discovery, Ownership, Problem, Snapshot
-from labeler.names import KUEUE_API_VERSION
-from labeler.nodes import Node
-from labeler.plan import NodeChange, Plan, check_share
+from labeler.io.nodes import Node
 from labeler.progress import Progress, quiet
-from labeler.verify import label_drift, stale
+from labeler.settings.config import Config
+from labeler.topology.model import Discovery, Ownership, Problem, Snapshot
+from labeler.topology.names import KUEUE_API_VERSION
+from labeler.topology.plan import NodeChange, Plan, check_share
+from labeler.topology.verify import label_drift, stale
 
 from .. import version
 from ..pipeline import run_source

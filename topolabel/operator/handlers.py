@@ -18,10 +18,10 @@ from typing import Any
 import kopf
 from kubernetes import client
 
+from labeler.cluster.kube import connect
+from labeler.cluster.timeouts import Timeouts
 from labeler.errors import InputError
-from labeler.kube import connect
-from labeler.timeouts import Timeouts
-from labeler.nodes import Node
+from labeler.io.nodes import Node
 
 from ..pipeline import read_config
 from .controller import Controller

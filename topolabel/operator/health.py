@@ -20,11 +20,11 @@ from typing import Any, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
-from labeler.config import Config, TaintConfig
+from labeler.cluster.kube import api_error
 from labeler.errors import TopolabelError
-from labeler.isolation import CONDITION, HELD, HEALTHY, ISOLATED, SUSPECT, History, NodeHistory, Verdict
-from labeler.kube import api_error
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config, TaintConfig
+from labeler.topology.isolation import CONDITION, HELD, HEALTHY, ISOLATED, SUSPECT, History, NodeHistory, Verdict
 from providers.infiniband import DEFAULT_NAMESPACE
 from providers.infiniband.options import InfinibandOptions
 

@@ -1,7 +1,7 @@
 """Raw JSON calls to the API server for any resource path, with retries and one metric per call.
 
 The typed clients need a method per kind and scope; the operator touches Kueue kinds, its own resource,
-Events and Nodes, so one path-based call keeps that uniform. Nodes go through `labeler.kube` like the CLI.
+Events and Nodes, so one path-based call keeps that uniform. Nodes go through `labeler.cluster.kube` like the CLI.
 
 Calls are counted by Kubernetes verb, the words RBAC and the audit log use, not by HTTP method: `get`,
 `list`, `create`, `patch` (a merge patch), `apply` (a server-side apply, an HTTP PATCH too) and `delete`.
@@ -17,9 +17,9 @@ from typing import Any, Callable, Iterable, Iterator
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from labeler.cluster.kube import MERGE_PATCH, call_with_retries, page_of, pages, patch_node, request_json
 from labeler.errors import KubeUnreachable
-from labeler.kube import MERGE_PATCH, call_with_retries, page_of, pages, patch_node, request_json
-from labeler.nodes import Node, nodes_from_pages
+from labeler.io.nodes import Node, nodes_from_pages
 
 from .metrics import Metrics
 
@@ -123,7 +123,7 @@ class Kube:
         return nodes_from_pages(self.pages("/api/v1/nodes"), "cluster")
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
-        """One label patch; `labeler.apply` retries it, so this counts the attempt and re-raises."""
+        """One label patch; `labeler.cluster.apply` retries it, so this counts the attempt and re-raises."""
         try:
             patch_node(self.api, name, body)
         except ApiException as exc:

@@ -17,10 +17,10 @@ from typing import Any, Iterable, Sequence
 from kubernetes.client.exceptions import ApiException
 
 from kueue_config.objects import KueueObjects
-from labeler.kube import api_error
-from labeler.model import Problem
-from labeler.names import KUEUE_API_VERSION, is_managed
-from labeler.quantities import read_quantity
+from labeler.cluster.kube import api_error
+from labeler.settings.quantities import read_quantity
+from labeler.topology.model import Problem
+from labeler.topology.names import KUEUE_API_VERSION, is_managed
 
 from .kubeapi import Kube
 

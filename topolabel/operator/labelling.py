@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from labeler.apply import ApplyResult
-from labeler.model import Ownership, Problem, Snapshot
-from labeler.nodes import MANAGED_ANNOTATION, Node
-from labeler.plan import NodeChange, Plan, make_plan, plan_node
+from labeler.cluster.apply import ApplyResult
+from labeler.io.nodes import MANAGED_ANNOTATION, Node
+from labeler.topology.model import Ownership, Problem, Snapshot
+from labeler.topology.plan import NodeChange, Plan, make_plan, plan_node
 
 PENDING_SECONDS = 300.0
 

@@ -1,6 +1,6 @@
 """Leader election for the operator, so two replicas can run: the one holding the Lease works, the other waits.
 
-The Lease is `labeler.lease`'s (client-go's rules, the one the InfiniBand collectors hold): a `Keeper` thread
+The Lease is `labeler.cluster.lease`'s (client-go's rules, the one the InfiniBand collectors hold): a `Keeper` thread
 acquires and renews it, so a slow pass never starves the renewals. This module only waits for it from the
 event loop and watches it while the replica works. A holder whose renewals fail for the renew deadline (two
 thirds of the duration) stops before anyone may take over, so two replicas never write at once. A holder
@@ -18,8 +18,8 @@ from typing import Callable
 
 from kubernetes import client
 
+from labeler.cluster.lease import Keeper, Lease
 from labeler.errors import TopolabelError
-from labeler.lease import Keeper, Lease
 
 log = logging.getLogger(__name__)
 

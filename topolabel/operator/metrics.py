@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram,
                                disable_created_metrics, generate_latest)
 
-from labeler.isolation import HEALTHY, HELD, ISOLATED, SUSPECT, Decision
+from labeler.topology.isolation import HEALTHY, HELD, ISOLATED, SUSPECT, Decision
 
 from .. import version
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeler.config import Config
-from labeler.timeouts import Timeouts
+from labeler.cluster.timeouts import Timeouts
+from labeler.settings.config import Config
 from providers.base import Source
 
 from ..pipeline import parse_spec, read_config, source_options

@@ -15,8 +15,8 @@ from typing import Any, Iterable, Mapping
 
 from kubernetes.client.exceptions import ApiException
 
-from labeler.kube import api_error
-from labeler.model import Problem, Snapshot
+from labeler.cluster.kube import api_error
+from labeler.topology.model import Problem, Snapshot
 
 from .kubeapi import Kube
 from .metrics import NODE_STATES, Metrics

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, Mapping
 
-from labeler.config import Config
 from labeler.errors import TopologyError
-from labeler.model import Discovery, Snapshot
-from labeler.nodes import Node
+from labeler.io.nodes import Node
+from labeler.settings.config import Config
+from labeler.topology.model import Discovery, Snapshot
 
 from ..pipeline import place
 

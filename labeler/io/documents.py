@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from ..errors import InputError
 from .files import read_text
 
 MAX_DEPTH = 100  # real documents nest about 15 deep (a JobSet's pod template); recursion stays far away

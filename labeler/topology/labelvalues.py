@@ -6,7 +6,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Collection, Mapping
 
-from .errors import TopologyError
+from ..errors import TopologyError
 
 MAX_VALUE = 63
 # TAS annotations carry the level key as a value, and annotation-borne keys are limited to 63 characters.

@@ -4,7 +4,7 @@ Responses are read as raw JSON (`_preload_content=False`): listing 100,000 nodes
 costs minutes, and topolabel only needs a few fields.
 
 The API server is untrusted input like any file. Every exchange has deadlines: connecting within the connect
-timeout, the whole answer, headers and body, within the read timeout (`labeler.deadline`): a silent server,
+timeout, the whole answer, headers and body, within the read timeout (`labeler.cluster.deadline`): a silent server,
 headers or a body dripped a byte at a time and a PATCH nobody answers all end in time, as one `KubeUnreachable`
 line. An answer is at most MAX_ANSWER bytes, decoded strictly (UTF-8, no lone surrogates, no NaN, no
 number past 64 bits, nested at most MAX_DEPTH deep) and must have the API's shape (an object; a list's
@@ -31,11 +31,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from ..errors import InputError, KubeUnreachable
+from ..io.documents import MAX_DEPTH, kind_of
+from ..io.nodes import Node, nodes_from_pages
 from . import deadline
-from .documents import MAX_DEPTH, kind_of
-from .errors import InputError, KubeUnreachable
 from .kubeconfig import read_kubeconfig, resolve_exec
-from .nodes import Node, nodes_from_pages
 from .timeouts import Timeouts
 
 RETRYABLE = {409, 429, 500, 502, 503, 504}
@@ -91,7 +91,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None, pool: int
             timeouts: Timeouts = Timeouts()) -> client.ApiClient:
     """An API client found in kubectl's order: `--kubeconfig`, then $KUBECONFIG, then ~/.kube/config; the
     in-cluster service account only when none of those exists (so a pod with a kubeconfig uses it). The
-    kubeconfig is read like any document (`labeler.kubeconfig`: bounded, checked, its exec plugin under a
+    kubeconfig is read like any document (`labeler.cluster.kubeconfig`: bounded, checked, its exec plugin under a
     timeout) and handed to the client as data.
 
     `pool` keep-alive connections: more than the patches in flight, so concurrent writes reuse connections

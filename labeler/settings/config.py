@@ -13,7 +13,7 @@
     kueue:
       topologyName: default
       clusterQueue: gpu                # one ClusterQueue (in `cohort`), or several:
-      clusterQueues:                   # see labeler/queues.py and docs/gitops.md
+      clusterQueues:                   # see labeler/settings/queues.py and docs/gitops.md
         - {name: team-a, cohort: research, quota: {nvidia.com/gpu: {fraction: 0.5, step: 8}}}
       cohorts: [{name: research}]
       localQueues: [{name: gpu, namespaces: [team-a], clusterQueue: team-a}]
@@ -38,12 +38,12 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .documents import read_document
-from .errors import InputError
-from .isolation import COUNTERS, DomainRule, Policy
-from .names import camel, snake
-from .model import DEFAULT_PREFIX, Ownership, ownership
-from .plan import MAX_CHANGE_FRACTION
+from ..errors import InputError
+from ..io.documents import read_document
+from ..topology.isolation import COUNTERS, DomainRule, Policy
+from ..topology.model import DEFAULT_PREFIX, Ownership, ownership
+from ..topology.names import camel, snake
+from ..topology.plan import MAX_CHANGE_FRACTION
 from .queues import Amounts, ClusterQueueConfig, CohortConfig, LocalQueueConfig, ObjectName, kueue_issues
 from .validation import Issue, Loc, did_you_mean, file_order, issues, model_issues, one_line
 

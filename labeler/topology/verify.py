@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .errors import TopologyError
+from ..errors import TopologyError
+from ..io.nodes import Node
 from .model import Snapshot
-from .nodes import Node
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel
 
+from ..topology.names import camel
 from .config import Config, OptionModels
-from .names import camel
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 Schema = dict[str, Any]

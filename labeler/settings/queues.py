@@ -17,7 +17,7 @@ from typing import Annotated, Any, Iterator, Literal, Sequence
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-from .names import DNS_LABEL, DNS_SUBDOMAIN, name_problem
+from ..topology.names import DNS_LABEL, DNS_SUBDOMAIN, name_problem
 from .quantities import read_quantity
 from .validation import Issue, Loc, did_you_mean
 

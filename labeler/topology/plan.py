@@ -20,11 +20,11 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Sequence
 
-from .errors import PlanRefused, TopologyError
-from .gcpause import paused_gc
+from ..errors import PlanRefused, TopologyError
+from ..gcpause import paused_gc
+from ..io.nodes import MANAGED_ANNOTATION, Node
 from .labelvalues import level_key_problems
 from .model import Ownership, Problem, Snapshot
-from .nodes import MANAGED_ANNOTATION, Node
 
 
 @dataclass(slots=True)  # a first labelling of 100,000 nodes holds 100,000 of them

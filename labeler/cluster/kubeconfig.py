@@ -2,10 +2,10 @@
 checked, errors on one line naming the file and the field.
 
 The Kubernetes client's own loader parses with PyYAML unbounded (a 380-byte alias bomb took 3.6 GB) and runs
-exec credential plugins with no timeout. Here each file goes through `labeler.documents`, the files of
+exec credential plugins with no timeout. Here each file goes through `labeler.io.documents`, the files of
 $KUBECONFIG are merged in kubectl's order (the first file naming a cluster, user or context wins; so does the
 first current-context), relative paths are resolved against the file that holds them, and the context's
-exec plugin is run by `labeler.hosttools` (a timeout that kills its process group, a bound on what it prints);
+exec plugin is run by `labeler.io.hosttools` (a timeout that kills its process group, a bound on what it prints);
 the client then loads the result with `load_kube_config_from_dict`. A token the plugin says expires is asked
 for again when it has.
 """
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .documents import load_json, mapping, read_document, sequence
-from .errors import InputError, SourceError
-from .hosttools import run_tool
+from ..errors import InputError, SourceError
+from ..io.documents import load_json, mapping, read_document, sequence
+from ..io.hosttools import run_tool
 
 EXEC_SECONDS = 60.0  # a credential plugin's answer (it usually calls a cloud API)
 INTERACTIVE_SECONDS = 300.0  # one that may ask a person to log in

@@ -13,7 +13,7 @@ import stat
 import sys
 from typing import TYPE_CHECKING, BinaryIO, Iterable, Mapping
 
-from .errors import InputError, OutputError
+from ..errors import InputError, OutputError
 
 if TYPE_CHECKING:  # pathlib loads where files are written (start-up time of commands that only read)
     from pathlib import Path

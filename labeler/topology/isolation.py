@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from .nodes import Node
+from ..io.nodes import Node
 
 # Port error counters (as /sys/class/infiniband/*/ports/*/counters names them) and the increase within one
 # observation window that makes it a bad one: infiniband-diags' sample thresholds (error_thresholds), except

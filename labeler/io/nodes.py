@@ -10,9 +10,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
 
-from .errors import InputError
+from ..errors import InputError
+from ..gcpause import paused_gc
 from .files import read_bytes, text_of
-from .gcpause import paused_gc
 
 if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time of commands reading none)
     from pathlib import Path
@@ -57,7 +57,7 @@ class Node:
         return NodeReader(origin).node(obj)
 
     def managed(self) -> list[str]:
-        """The keys the managed-labels annotation lists (unchecked: `labeler.plan` decides what it owns)."""
+        """The keys the managed-labels annotation lists (unchecked: `labeler.topology.plan` decides what it owns)."""
         return [k for k in self.annotations.get(MANAGED_ANNOTATION, "").split(",") if k]
 
 
@@ -255,7 +255,7 @@ def load_nodes_file(path: str | Path) -> list[Node]:
 def read_items(path: str | Path, kind: str, raw: bool = False) -> Iterator[Any]:
     """The objects of a `kubectl get <kind>s -o json|yaml` file, one Node/Pod, or a list of them.
 
-    A JSON List is streamed item by item (`labeler.jsonlist`), so memory follows what the caller keeps of each
+    A JSON List is streamed item by item (`labeler.io.jsonlist`), so memory follows what the caller keeps of each
     object, not the file: a live cluster's full node status is several hundred MB of JSON. Anything else
     (YAML, one object) is read whole by `load`. A file that can be read only once (stdin, a pipe, `<(...)`,
     /dev/stdin) is read into memory first, once, and then the same way. With `raw`, streamed items come as

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .errors import SourceError
+from ..errors import SourceError
 from .kube import MERGE_PATCH, request_json
 
 SHARD_BYTES = 1_000_000  # raw bytes per shard; the API server refuses a ConfigMap over 1 MiB (1,048,576)

@@ -1,6 +1,6 @@
-"""A Node's JSON decoded straight into the fields `labeler.nodes.NodeReader` keeps (msgspec).
+"""A Node's JSON decoded straight into the fields `labeler.io.nodes.NodeReader` keeps (msgspec).
 
-Apart from `labeler.nodes` so that msgspec loads with the first node list read, not with every command that
+Apart from `labeler.io.nodes` so that msgspec loads with the first node list read, not with every command that
 imports the Node record (an InfiniBand discovery from a capture reads no nodes: msgspec was a quarter of its
 start-up).
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-# A raw JSON item as `labeler.jsonlist` cuts it out of a list.
+# A raw JSON item as `labeler.io.jsonlist` cuts it out of a list.
 RAW_ITEMS = (memoryview, msgspec.Raw)
 DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
 
@@ -20,7 +20,7 @@ class _Meta(msgspec.Struct):
     annotations: dict[str, str] = {}
 
 
-# Allocatable and taints are kept as their JSON text, decoded once per distinct text (labeler.nodes): the
+# Allocatable and taints are kept as their JSON text, decoded once per distinct text (labeler.io.nodes): the
 # nodes of a pool repeat them, and msgspec cuts a value out faster than it builds one.
 class _Spec(msgspec.Struct):
     providerID: str = ""

@@ -1,6 +1,6 @@
 """How long a call to the API server may take: every call has both bounds (a CLI flag, an operator flag).
 
-Apart from `labeler.kube` so that the command line can show the defaults without loading the Kubernetes client."""
+Apart from `labeler.cluster.kube` so that the command line can show the defaults without loading the Kubernetes client."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
 
-from .errors import TopologyError
+from ..errors import TopologyError
 
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20))
 _EXPONENTS = {"n": -3, "u": -2, "m": -1, "K": 1, "k": 1, "M": 2, "G": 3, "T": 4, "P": 5, "E": 6}

@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from .errors import KubeUnreachable
+from ..errors import KubeUnreachable
 from .kube import api_error, request_json
 
 log = logging.getLogger(__name__)

@@ -9,10 +9,10 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from kubernetes.client.exceptions import ApiException
 
-from .errors import KubeUnreachable
+from ..errors import KubeUnreachable
+from ..progress import Progress, quiet
+from ..topology.plan import Plan
 from .kube import CallStats, api_error, call_with_retries
-from .plan import Plan
-from .progress import Progress, quiet
 
 Patcher = Callable[[str, dict[str, Any]], None]
 

@@ -18,7 +18,7 @@ import subprocess
 import time
 from typing import Callable, Mapping, Sequence
 
-from .errors import SourceError
+from ..errors import SourceError
 
 REAP_SECONDS = 5.0  # after the kill, how long to wait for the tool to go
 MAX_OUTPUT = 16 << 20  # stdout kept by default; callers that expect more (ibnetdiscover) say so

@@ -16,9 +16,9 @@ from typing import Any, Collection, Iterable
 
 import msgspec
 
-from .documents import load
-from .files import read_bytes, text_of
-from .gcpause import paused_gc
+from ..gcpause import paused_gc
+from ..io.documents import load
+from ..io.files import read_bytes, text_of
 from .labelvalues import all_valid_values
 from .model import Level, Problem, Snapshot, is_tree
 from .placement import MAX_NODE_NAME, check_levels, snapshot_from_dict

@@ -24,7 +24,7 @@ from typing import Any, BinaryIO, Iterator, Union
 
 import msgspec
 
-from .errors import InputError
+from ..errors import InputError
 
 CHUNK = 1 << 20  # bytes read at a time; an item longer than that is read in doubling steps
 MAX_NESTING = 500  # deeper values are refused (msgspec would stop at the recursion limit, ~970); node lists nest ~10

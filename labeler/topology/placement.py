@@ -11,11 +11,11 @@ import sys
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import TopologyError
-from .gcpause import paused_gc
+from ..errors import TopologyError
+from ..gcpause import paused_gc
+from ..io.nodes import MANAGED_ANNOTATION, Node
 from .labelvalues import is_valid_value, level_key_problems, unique_values
 from .model import DEFAULT_PREFIX, Discovery, Level, Ownership, Problem, Snapshot, check_tree, ownership
-from .nodes import MANAGED_ANNOTATION, Node
 MAX_LEVELS = 15  # Kueue allows 16 levels, and kubernetes.io/hostname may be the last
 MAX_NODE_NAME = 253
 
