@@ -26,7 +26,7 @@ def fresh(tmp_path: Path) -> dict[str, str]:
     bin_dir = tmp_path / "path"
     bin_dir.mkdir()
     go = bin_dir / "go"
-    go.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'standin_go.py'} \"$@\"\n")
+    go.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'testkit' / 'standin_go.py'} \"$@\"\n")
     go.chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TOPOLABEL_CACHE": str(tmp_path / "cache"),
             "GOMODCACHE": str(tmp_path / "mod"), "HOME": str(tmp_path / "home")}
