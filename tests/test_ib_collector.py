@@ -148,8 +148,10 @@ OWN, LEASE_WRITES = "topolabel-ib-collector-own-objects", "topolabel-ib-collecto
 @pytest.mark.parametrize("verb, obj, policy, fragment", [
     ("create", config_map("team-settings"), OWN,
      "may only write ConfigMaps and Leases named topolabel-ib-*, not team-settings"),
-    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-leader"}}, OWN,
-     "not kube-leader"),
+    # held by the probe itself, so that lease-writes (which refuses any other holder) has no say and the
+    # message is own-objects' whichever policy the server evaluates first
+    ("create", {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "kube-leader"},
+                "spec": {"holderIdentity": PROBE}}, OWN, "not kube-leader"),
     ("create", config_map("topolabel-ib-unlabelled", managed=False), OWN,
      "carry app.kubernetes.io/managed-by=topolabel"),
     ("create", config_map(object_name(AUTO_FABRIC)), OWN, "is not fabric (none: no topolabel.dev/ib-fabric label)"),
