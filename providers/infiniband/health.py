@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import gt, itemgetter
 from typing import Mapping
 
@@ -137,7 +137,7 @@ def uplink_gaps(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int], names
         if len(members) < 3:
             continue  # a majority of two says nothing
         uplinks = {s: _uplinks(fabric.ports[s], rank_of, rank) for s in members}
-        usage = Counter(port for ports in uplinks.values() for port in ports)
+        usage = Counter(chain.from_iterable(uplinks.values()))
         expected = {port for port, count in usage.items() if count * 2 > len(members)}
         if all(expected <= fabric.ports[s].keys() for s in members):
             continue  # the usual case: nothing missing
