@@ -216,3 +216,25 @@ def test_every_command_that_reads_the_cluster_answers_a_wrong_shape_in_one_line(
     with FaultServer(answering(b'{"items": 5}', where="/api")) as server:
         code, _, err, _ = timed(commands(server.kubeconfig(tmp_path), write_snapshot(tmp_path))[command], capsys)
     one_line(code, err, "the wrong shape")
+
+
+
+NAMESPACES, PRIORITY_CLASSES = "/api/v1/namespaces", "/apis/scheduling.k8s.io/v1/priorityclasses"
+HOSTILE_ITEMS = [(NAMESPACES, {"kind": "Namespace"}, "metadata.name must be a string"),
+                 (NAMESPACES, {"metadata": {"name": ["a"]}}, "metadata.name must be a string"),
+                 (NAMESPACES, {"metadata": {"name": "team-a", "labels": []}}, "namespace team-a: labels must be a mapping"),
+                 (PRIORITY_CLASSES, {"metadata": {"name": "high"}, "value": "1e9"},
+                  "PriorityClass high: value must be an integer")]
+
+
+@pytest.mark.parametrize("where, item, fragment", HOSTILE_ITEMS)
+def test_items_of_the_wrong_shape_in_the_lists_fit_reads_are_one_line(where: str, item: dict, fragment: str,
+                                                                      tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Namespaces (for ClusterQueues' namespaceSelector) and PriorityClasses (for preemption) once indexed
+    `metadata.name` and cast `value` unchecked: an item without them was an internal error."""
+    body = json.dumps({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": [item]}).encode()
+    with FaultServer(answering(body, where=where)) as server:
+        code, _, err, _ = timed(["fit", str(EXAMPLES / "jobs" / "pytorchjob.yaml"), "--kubeconfig",
+                                 server.kubeconfig(tmp_path)], capsys)
+    one_line(code, err, fragment)

@@ -75,7 +75,7 @@ def test_wheel_installs_into_a_clean_venv_and_runs(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         files = archive.namelist()
         entry_points = archive.read(f"topolabel-{version}.dist-info/entry_points.txt").decode()
-    assert not [f for f in files if f.startswith(("tests/", "hack/", "bench/", "charts/"))]
+    assert not [f for f in files if f.startswith(("tests/", "testkit/", "hack/", "bench/", "charts/"))]
     packages = ("topolabel", "labeler", "providers", "kueue_config", "exporters")
     assert {f"{package}/py.typed" for package in packages} <= set(files)  # PEP 561: a type checker reads them
     assert "topolabel = " in entry_points and "kubectl-topolabel = " in entry_points

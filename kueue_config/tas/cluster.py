@@ -12,7 +12,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from labeler.cluster.kube import list_objects, request_json
-from labeler.errors import TopologyError
+from labeler.errors import InputError, TopologyError
+from labeler.io.documents import kind_of, mapping, string_map, text
 from labeler.topology.names import KUEUE_GROUP, KUEUE_VERSION
 
 KUEUE_PLURALS = {"topologies": "Topology", "resourceflavors": "ResourceFlavor",
@@ -69,16 +70,36 @@ def get_workload(api: client.ApiClient, namespace: str, name: str) -> dict[str, 
     return {"apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}", "kind": "Workload", **found}
 
 
+def _named(item: Any, where: str) -> tuple[str, dict[Any, Any]]:
+    """An item of a list the server sent: its name and its metadata, each checked (an answer is untrusted)."""
+    meta = mapping(mapping(item, where).get("metadata"), f"{where}: metadata")
+    return text(meta.get("name"), f"{where}: metadata.name"), meta
+
+
 def list_namespaces(api: client.ApiClient) -> dict[str, dict[str, str]]:
     """Namespace name -> labels (ClusterQueues select namespaces by label)."""
     items = list_objects(api, lambda token: client.CoreV1Api(api).list_namespace(
         limit=500, _continue=token, _preload_content=False), "the namespace list")
-    return {i["metadata"]["name"]: dict(i["metadata"].get("labels") or {}) for i in items}
+    named = [_named(i, "a namespace in the namespace list") for i in items]
+    return {name: string_map(meta.get("labels"), f"namespace {name}: labels") for name, meta in named}
+
+
+def _priority(item: dict[str, Any], name: str) -> int:
+    value = item.get("value", 0)
+    if type(value) is not int:
+        raise InputError(f"PriorityClass {name}: value must be an integer, not {kind_of(value)}")
+    return value
 
 
 def list_priority_classes(api: client.ApiClient) -> tuple[dict[str, int], int]:
     """PriorityClass name -> value, and the value of the global default (0 without one)."""
     items = list_objects(api, lambda token: client.SchedulingV1Api(api).list_priority_class(
         limit=500, _continue=token, _preload_content=False), "the PriorityClass list")
-    default = next((int(i.get("value", 0)) for i in items if i.get("globalDefault")), 0)
-    return {i["metadata"]["name"]: int(i.get("value", 0)) for i in items}, default
+    values: dict[str, int] = {}
+    defaults: list[int] = []
+    for item in items:
+        name, _ = _named(item, "a PriorityClass in the PriorityClass list")
+        values[name] = _priority(item, name)
+        if item.get("globalDefault") is True:
+            defaults.append(values[name])
+    return values, (defaults or [0])[0]
