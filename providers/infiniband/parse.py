@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from itertools import repeat
 from operator import itemgetter
 from typing import Iterable, Iterator
 
@@ -215,8 +216,8 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
     if not guids:
         raise _Empty
     descs = _settled_descriptions(guids, kinds, own_desc, peer_desc, names)
-    return Fabric(guids, kinds, descs, nports, cables, rates, {key: int(value, 16) for key, value in port_guids.items()},
-                  ports)
+    return Fabric(guids, kinds, descs, nports, cables, rates,
+                  dict(zip(port_guids, map(int, port_guids.values(), repeat(16)))), ports)
 
 
 def _node(node_id: str, kind: str, by_guid: dict[int, int], guids: list[int], kinds: list[str],
