@@ -32,6 +32,8 @@ def slow_links(fabric: Fabric, tiers: Tiers, names: Mapping[int, str]) -> list[t
     Links are counted by kind and rate over whole columns; only a kind with some rate below its usual one
     (or a tie for the usual one, which the listing order settles) is walked link by link, in the order
     reports always listed them: in a healthy fabric, none of its tens of thousands."""
+    if len(fabric.rates) < 2:
+        return []  # every link runs at the one rate there is: none is below its kind's usual one
     found = []
     for kind, rates in sorted(_rates_by_kind(fabric, tiers).items()):
         usual = _usual(rates)
