@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import gt, itemgetter
 from typing import Mapping
 
@@ -32,6 +32,8 @@ def slow_links(fabric: Fabric, tiers: Tiers, names: Mapping[int, str]) -> list[t
     Links are counted by kind and rate over whole columns; only a kind with some rate below its usual one
     (or a tie for the usual one, which the listing order settles) is walked link by link, in the order
     reports always listed them: in a healthy fabric, none of its tens of thousands."""
+    if len(fabric.rates) < 2:
+        return []  # every link runs at the one rate there is: none is below its kind's usual one
     found = []
     for kind, rates in sorted(_rates_by_kind(fabric, tiers).items()):
         usual = _usual(rates)
@@ -137,7 +139,7 @@ def uplink_gaps(fabric: Fabric, tiers: Tiers, block_of: Mapping[int, int], names
         if len(members) < 3:
             continue  # a majority of two says nothing
         uplinks = {s: _uplinks(fabric.ports[s], rank_of, rank) for s in members}
-        usage = Counter(port for ports in uplinks.values() for port in ports)
+        usage = Counter(chain.from_iterable(uplinks.values()))
         expected = {port for port, count in usage.items() if count * 2 > len(members)}
         if all(expected <= fabric.ports[s].keys() for s in members):
             continue  # the usual case: nothing missing

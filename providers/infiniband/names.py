@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import cycle
 from math import prod
 from typing import Iterable, Mapping, Sequence
 
@@ -41,8 +42,10 @@ def switch_names(descs: Mapping[int, str], guids: Sequence[int] | None = None) -
 
 
 def natural_key(text: str) -> tuple:
-    """Sort `leaf-2` before `leaf-10`."""
-    return tuple((0, int(part), "") if _DIGITS.fullmatch(part) else (1, 0, part) for part in _DIGITS.split(text))
+    """Sort `leaf-2` before `leaf-10`. Split by its digit runs, a text has them at the odd places and what lies
+    between them (no digit: the runs are whole) at the even ones."""
+    return tuple((0, int(part), "") if odd else (1, 0, part) for odd, part in zip(cycle((False, True)),
+                                                                                  _DIGITS.split(text)))
 
 
 def group_name(members: Iterable[str]) -> str:

@@ -12,7 +12,7 @@ holding most of its links.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from itertools import repeat
+from itertools import compress, repeat
 from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
@@ -76,7 +76,8 @@ def with_empty_leaves(fabric: Fabric, tiers: Tiers, block_of: dict[int, int]) ->
     uplinks: dict[int, set[int]] = defaultdict(set)
     spines = tiers.spines
     for leaf in tiers.leaves:
-        uplinks[block_of[leaf]].update(port for port, (peer, _, _) in fabric.ports[leaf].items() if peer in spines)
+        ports = fabric.ports[leaf]
+        uplinks[block_of[leaf]].update(compress(ports, map(spines.__contains__, map(_peer_of, ports.values()))))
     empty = set()
     for switch in tiers.cores:
         ports = fabric.ports[switch]
