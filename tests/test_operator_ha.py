@@ -78,5 +78,9 @@ def test_the_standby_takes_over_within_30_s_and_every_node_is_labelled_once(
     print(f"failover: Lease taken {takeover:.1f}s after the SIGKILL, first patch after {first_patch:.1f}s")
     assert takeover < TAKEOVER
     patches = operator_writes(cluster, start, "nodes")
-    assert len([e for e in patches if e.code >= 300]) <= 1  # at most the one patch in flight at the kill
-    assert Counter(e.name for e in patches if e.code < 300) == {n: 1 for n in truth}
+    in_flight = {e.name for e in patches if e.code >= 300}
+    assert len(in_flight) <= 1  # at most the one patch in flight at the kill
+    written = Counter(e.name for e in patches if e.code < 300)
+    # That patch can land although its client died before the answer (the server then audits it as failed):
+    # its node, labelled as every node is (waited for above), has no other write. Any other node: exactly one.
+    assert written == {n: 1 for n in truth if n in written} and set(truth) - set(written) <= in_flight
