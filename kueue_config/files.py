@@ -54,7 +54,7 @@ def file_name(obj: dict[str, Any], prefix: str = "") -> str:
     meta = obj["metadata"]
     parts = [obj["kind"].lower(), meta.get("namespace"), meta["name"]]
     name = prefix + "-".join(str(p) for p in parts if p) + ".yaml"
-    if not _FILE_NAME.match(name) or ".." in name:
+    if not _FILE_NAME.fullmatch(name) or ".." in name:
         raise TopologyError(f"{obj['kind']} {str(meta['name'])[:80]!r}: not a Kubernetes name, so not a file name")
     return name
 

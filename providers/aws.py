@@ -118,7 +118,7 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
     Raises ValueError naming what is wrong, for a providerID that is not an EC2 instance.
     """
     parts = provider_id.removeprefix("aws://").split("/")
-    if not provider_id.startswith("aws://") or not _INSTANCE_ID.match(parts[-1]):
+    if not provider_id.startswith("aws://") or not _INSTANCE_ID.fullmatch(parts[-1]):
         shown = repr(provider_id) if provider_id else "no spec.providerID"
         raise InputError(f"{shown} is not an EC2 instance (expected aws:///<zone>/i-...)")
     zone = next((p for p in reversed(parts[:-1]) if p), "")

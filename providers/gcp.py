@@ -83,15 +83,15 @@ class InstanceRef:
 
 def parse_provider_id(provider_id: str) -> InstanceRef:
     """`gce://<project>/<zone>/<name>` to an instance; a ValueError says what is wrong with it."""
-    m = _PROVIDER_ID.match(provider_id)
+    m = _PROVIDER_ID.fullmatch(provider_id)
     if not m:
         what = f"providerID {provider_id!r}" if provider_id else "no spec.providerID"
         raise InputError(f"{what}: not a GCE instance (gce://PROJECT/ZONE/NAME)")
     project, zone, name = m.groups()
-    if project and not _PROJECT.match(project):
+    if project and not _PROJECT.fullmatch(project):
         raise InputError(f"providerID {provider_id!r}: {project!r} is not a project ID")
     for kind, value in (("zone", zone), ("instance name", name)):
-        if not _RFC1035.match(value):
+        if not _RFC1035.fullmatch(value):
             raise InputError(f"providerID {provider_id!r}: {value!r} is not a valid {kind}")
     return InstanceRef(project, zone, name)
 

@@ -77,7 +77,7 @@ class Instance:
 def instance_of(provider_id: str) -> str:
     """The instance id in `nebius://computeinstance-...`; an InputError says what is wrong."""
     instance = provider_id.removeprefix("nebius://")
-    if not provider_id.startswith("nebius://") or not _INSTANCE.match(instance):
+    if not provider_id.startswith("nebius://") or not _INSTANCE.fullmatch(instance):
         shown = repr(provider_id) if provider_id else "no spec.providerID"
         raise InputError(f"{shown} is not a Nebius instance (expected nebius://computeinstance-...)")
     return instance

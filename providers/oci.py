@@ -102,7 +102,7 @@ class Listing:
 def instance_of(provider_id: str) -> str:
     """The instance OCID in `ocid1.instance...` or `oci://ocid1.instance...`; an InputError says what is wrong."""
     ocid = provider_id.removeprefix("oci://")
-    if not _INSTANCE.match(ocid):
+    if not _INSTANCE.fullmatch(ocid):
         shown = repr(provider_id) if provider_id else "no spec.providerID"
         raise InputError(f"{shown} is not an OCI instance (expected ocid1.instance... or oci://ocid1.instance...)")
     return ocid

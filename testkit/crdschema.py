@@ -233,7 +233,7 @@ _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def _subdomain_problem(text: str) -> str | None:
-    if len(text) > 253 or not _DNS_SUBDOMAIN.match(text):
+    if len(text) > 253 or not _DNS_SUBDOMAIN.fullmatch(text):
         return f"{text!r} is not a lower-case DNS-1123 subdomain of at most 253 characters"
     return None
 

@@ -9,6 +9,7 @@ field-by-field path gives, and leave every node it does not recognise to that pa
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import msgspec
@@ -182,14 +183,18 @@ def test_typed_records_equal_the_checked_ones_for_real_shaped_nodes(tmp_path: Pa
     assert load_nodes_file(path) == checked_records(items) == parse_nodes(node_list(items), "x")
 
 
-@pytest.mark.parametrize("odd", [
+ODD = [
     {"metadata": {"name": "n", "labels": None}},
     {"metadata": {"name": "n", "labels": {"gpu": 8}}},
     {"metadata": {"name": "n"}, "spec": {"unschedulable": "yes"}},
     {"metadata": {"name": "n"}, "spec": {"providerID": None, "taints": None}},
     {"metadata": {"name": "n"}, "status": {"conditions": [None, {"type": "Ready", "status": "True"}]}},
     {"metadata": {"name": "n"}, "status": {"conditions": [{"type": 1}]}},
-])
+    {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": 8}}},  # valid JSON for the run, not for a Node
+]
+
+
+@pytest.mark.parametrize("odd", ODD)
 def test_nodes_of_unusual_types_take_the_checked_path(odd: dict, tmp_path: Path) -> None:
     path = tmp_path / "nodes.json"
     path.write_text(json.dumps({"items": [odd]}))
@@ -200,6 +205,35 @@ def test_nodes_of_unusual_types_take_the_checked_path(odd: dict, tmp_path: Path)
             load_nodes_file(path)
     else:
         assert load_nodes_file(path) == expected
+
+
+@pytest.mark.parametrize("odd", [*ODD, {"kind": "Pod", "metadata": {"name": "p"}}, {"metadata": {"labels": {}}}, 7])
+def test_an_unusual_item_inside_a_run_sends_its_run_the_checked_way(odd: object, tmp_path: Path,
+                                                                      monkeypatch) -> None:
+    """Runs of items are decoded straight into records (`NodeReader.run`); one item that is not of the usual
+    shape inside a run leaves the run to the item-by-item reading, whose records or message are the same."""
+    monkeypatch.setattr(jsonlist, "CHUNK", 4096)  # many runs, one of them holding the odd item
+    items, _ = gke_cluster(blocks=1, subblocks=2, hosts=40)
+    items = [*items[:50], odd, *items[50:]]
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps(node_list(items)))
+    runs = {"typed": 0, "declined": 0}
+    reader_run = NodeReader.run
+
+    def counted(self: NodeReader, array: memoryview) -> list | None:
+        found = reader_run(self, array)
+        runs["typed" if found is not None else "declined"] += 1
+        return found
+
+    monkeypatch.setattr(NodeReader, "run", counted)
+    try:
+        expected = checked_records(items)  # type: ignore[arg-type]
+    except InputError as exc:
+        with pytest.raises(InputError, match=f"^{path}: " + re.escape(str(exc).split(": ", 1)[1])):
+            load_nodes_file(path)
+    else:
+        assert load_nodes_file(path) == expected
+    assert runs["typed"] and runs["declined"]
 
 
 @pytest.mark.parametrize("odd, problem", [

@@ -142,3 +142,22 @@ def test_every_preset_names_its_source_page() -> None:
     from providers.labels.presets import PRESETS
 
     assert all(p.source.startswith("https://") for p in PRESETS.values())
+
+
+@pytest.mark.parametrize("odd, expected", [
+    ({"block": " b9 ", "subblock": "s99", "host": "h-odd"}, ("b9", "s99", "h-odd")),  # blanks dropped
+    ({"block": "b9", "subblock": "s99"}, ("b9", "s99", "s99")),  # no host: padded, and said
+    ({"subblock": "s99", "host": "h-odd"}, None),  # no block above the labels it has: a problem, left as it is
+])
+def test_one_unusual_node_among_many_plain_ones_is_read_as_alone(odd: dict[str, str], expected: tuple | None) -> None:
+    """Nodes carrying every key with a clean value are read a key's column at a time; one that does not sends
+    them all the node-by-node way, with the same paths for the plain ones."""
+    k = "cloud.google.com/gce-topology-"
+    plain = [node(f"n{i:03d}", **{k + "block": f"b{i // 50}", k + "subblock": f"s{i // 10}", k + "host": f"h{i}"})
+             for i in range(200)]
+    found, _ = run([*plain, node("odd", **{k + key: value for key, value in odd.items()})], preset="gke")
+    assert {n: p for n, p in found.paths.items() if n != "odd"} == {
+        f"n{i:03d}": (f"b{i // 50}", f"s{i // 10}", f"h{i}") for i in range(200)}
+    assert found.paths.get("odd") == expected
+    assert [p.node for p in found.problems] == ([] if expected == ("b9", "s99", "h-odd") else
+                                               [None] if expected else ["odd"])

@@ -90,6 +90,28 @@ def test_good_keys(key: str) -> None:
     ("example.com/-block", "alphanumeric at both ends"),
     ("a/b/c", "more than one '/'"),
     ("example.com/" + "b" * 60, "TAS annotations accept at most 63"),
+    ("example.com/block\n", "alphanumeric at both ends"),  # a `$` anchor alone lets a final newline pass
+    ("example.com\n/block", "DNS subdomain"),
 ])
 def test_bad_keys_say_why(key: str, fragment: str) -> None:
     assert any(fragment in p for p in key_problems(key))
+
+
+@pytest.mark.parametrize("value", ["rack-1\n", "\n", "rack\n1"])
+def test_a_value_ending_in_a_newline_is_no_label_value(value: str) -> None:
+    assert not is_valid_value(value)
+
+
+def test_many_domains_that_are_their_own_values_keep_them_and_others_are_rewritten_as_one_by_one() -> None:
+    """`unique_values` takes a whole level at once when every name is already a value; a single name that is
+    not (too long, `--`, a space) sends the level the per-name way, with the same result for the others."""
+    plain = {f"id{i}": f"host{i:05d}" for i in range(2000)}
+    assert unique_values(plain) == plain
+    for odd in ("a--b", "rack 7", "x" * 70, "-edge"):
+        names = {**plain, "odd": odd}
+        values = unique_values(names)
+        assert {k: v for k, v in values.items() if k != "odd"} == plain
+        assert values["odd"] == to_value(odd) and is_valid_value(values["odd"])
+    clash = unique_values({"a": "h1", "b": "h1", "c": "h2"})
+    assert clash["c"] == "h2" and clash["a"] != clash["b"] and {clash["a"], clash["b"]} <= {
+        f"h1-{short_hash('a')}", f"h1-{short_hash('b')}"}

@@ -145,3 +145,20 @@ def test_only_labels_topolabel_wrote_and_could_give_are_kept() -> None:
     steered = _labelled("b", {"topolabel.dev/block": "b1", "topolabel.dev/rack": "r1"})  # not a value r2 could get
     snap = to_snapshot(found, LEVELS, [foreign, steered])
     assert snap.nodes["a"]["rack"] == "r1" and snap.nodes["b"]["rack"] == "r2"
+
+
+@pytest.mark.parametrize("odd, expected", [
+    (("b1 ", " r99"), {"block": "b1", "rack": "r99"}),  # blanks around a value are dropped, as one by one
+    ((7, "r99"), {"block": "7", "rack": "r99"}),  # a value that is not a string is its text
+    (["b1", "r99"], {"block": "b1", "rack": "r99"}),  # a list for a tuple
+    (("b1", ""), None),  # incomplete: a problem, the node left as it is
+    (("b1",), None),
+])
+def test_one_unusual_path_among_many_clean_ones_is_read_as_alone(odd: tuple, expected: dict | None) -> None:
+    """Clean paths (tuples of stripped strings, full depth) are checked per level over their distinct values;
+    one that is not sends them all the one-by-one way, with the same values for the clean ones."""
+    clean = {f"n{i:03d}": (f"b{i // 50}", f"r{i // 10}") for i in range(200)}
+    snap = to_snapshot(Discovery("test", ("block", "rack"), {**clean, "odd": odd}), LEVELS)
+    assert {n: v for n, v in snap.nodes.items() if n != "odd"} == {n: {"block": b, "rack": r} for n, (b, r) in clean.items()}
+    assert snap.nodes.get("odd") == expected
+    assert [p.node for p in snap.problems] == ([] if expected else ["odd"])

@@ -69,7 +69,7 @@ def parse_fabric_names(specs: Sequence[str]) -> dict[str, re.Pattern[str]]:
     named: dict[str, re.Pattern[str]] = {}
     for spec in specs:
         name, sep, pattern = spec.partition("=")
-        if not sep or not FABRIC_NAME.match(name):
+        if not sep or not FABRIC_NAME.fullmatch(name):
             raise InputError(f"--ib-fabric {spec!r}: expected NAME=REGEX, NAME lower-case letters, digits and "
                                     "dashes (at most 40), e.g. compute=^mlx5_[0-7]$")
         try:

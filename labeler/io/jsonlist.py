@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator, Union
+from typing import Any, BinaryIO, Callable, Iterator, Union
 
 import msgspec
 
@@ -54,6 +54,10 @@ _KEY = msgspec.json.Decoder(str)
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 RawItem = Union[memoryview, msgspec.Raw]  # an item's JSON, for msgspec to decode
+# A caller's own decoding of a run of items, the bytes of a JSON array: its items as the caller keeps them,
+# or None when the array holds an item it does not take (the run is then handed over as raw items). It must
+# raise msgspec.DecodeError when the bytes are not one JSON array, as a msgspec decode of them does.
+RunDecoder = Callable[[memoryview], "list[Any] | None"]
 
 
 def too_deep(origin: str) -> InputError:
@@ -63,8 +67,8 @@ def too_deep(origin: str) -> InputError:
 class ListScanner:
     """A cursor over a JSON document read chunk by chunk: blank skipping, and whole values as raw bytes."""
 
-    def __init__(self, file: BinaryIO, origin: str) -> None:
-        self._file, self.origin = file, origin
+    def __init__(self, file: BinaryIO, origin: str, runs: RunDecoder | None = None) -> None:
+        self._file, self.origin, self._runs = file, origin, runs
         self._data, self._pos, self._eof, self._want = bytearray(), 0, False, CHUNK
         self._failed = -1  # where the last run that did not decode ended: no run is tried up to there again
 
@@ -150,7 +154,7 @@ class ListScanner:
                 return False
         return False
 
-    def items(self) -> Iterator[RawItem]:
+    def items(self) -> Iterator[Any]:
         """Each element of the array the cursor is in; then the rest of the document is checked to be JSON."""
         if not self.take(b"]"):
             yield from self._elements()
@@ -160,7 +164,7 @@ class ListScanner:
         if not self.take(b"}") or self.peek() != -1:
             raise InputError(f"{self.origin}: not valid JSON: unexpected content after the items")
 
-    def _elements(self) -> Iterator[RawItem]:
+    def _elements(self) -> Iterator[Any]:
         """The array's elements: cut one by one until the bytes between two of them are known, then in runs
         (`_run`) wherever those bytes recur, falling back to one by one where a run does not check out."""
         separator = b""
@@ -178,7 +182,7 @@ class ListScanner:
             if not separator and len(self._data) > comma + SEPARATOR:
                 separator = bytes(self._data[comma:comma + SEPARATOR])  # the comma, blanks, the next element's start
 
-    def _run(self, separator: bytes) -> list[msgspec.Raw]:
+    def _run(self, separator: bytes) -> list[Any]:
         """The elements from the cursor up to the last `separator` in the buffer, cut by one decode of them as
         an array, the cursor moved past that separator's comma. A decode can only succeed at a real boundary
         (a cut inside an element leaves an incomplete value); where it fails, the separator matched inside an
@@ -198,16 +202,19 @@ class ListScanner:
         self._failed = end
         return []
 
-    def _array_at(self, end: int) -> list[msgspec.Raw] | None:
+    def _array_at(self, end: int) -> list[Any] | None:
         """The elements from the cursor to `end` (a comma), decoded in place as an array: the byte before the
         cursor and the comma stand in for its brackets during the decode (no copy of the buffer); None when
         they do not decode. The cursor always follows a separator's comma here, and `_more` keeps the byte
-        before it."""
+        before it. With the caller's `runs`, the run is decoded its way, in the one pass that also checks the
+        cut (a node list: no pass to cut the items and another to decode each), raw where it declines."""
         data, start = self._data, self._pos - 1
         before, after = data[start], data[end]
         data[start], data[end] = ord("["), ord("]")
+        view = memoryview(data)[start:end + 1]
         try:
-            return _RAWS.decode(memoryview(data)[start:end + 1])
+            found = None if self._runs is None else self._runs(view)
+            return _RAWS.decode(view) if found is None else found
         except (msgspec.DecodeError, RecursionError):
             return None
         finally:
@@ -255,13 +262,14 @@ def walk(data: bytearray, start: int, origin: str) -> int | None:
 
 
 @contextmanager
-def raw_items(source: str | Path | BinaryIO, origin: str | None = None) -> Iterator[Iterator[RawItem] | None]:
+def raw_items(source: str | Path | BinaryIO, origin: str | None = None,
+              runs: RunDecoder | None = None) -> Iterator[Iterator[Any] | None]:
     """The raw items of a JSON file's (or an open binary stream's) top-level `items` array, streamed; None
-    when it has no such array."""
+    when it has no such array. With `runs`, runs of items come as it decodes them (RunDecoder)."""
     origin = origin or str(source)
     try:
         with (open(source, "rb") if isinstance(source, (str, Path)) else source) as file:
-            scanner = ListScanner(file, origin)
+            scanner = ListScanner(file, origin, runs)
             yield scanner.items() if scanner.find_items() else None
     except OSError as exc:
         raise InputError(f"{origin}: cannot read: {exc.strerror or exc}") from None

@@ -12,6 +12,7 @@ import msgspec
 # A raw JSON item as `labeler.io.jsonlist` cuts it out of a list.
 RAW_ITEMS = (memoryview, msgspec.Raw)
 DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
+ValidationError = msgspec.ValidationError  # valid JSON, not the types a Node has
 
 
 class _Meta(msgspec.Struct):
@@ -50,5 +51,6 @@ class NodeJSON(msgspec.Struct):
 
 
 decode = msgspec.json.Decoder(NodeJSON).decode
+decode_run = msgspec.json.Decoder(list[NodeJSON]).decode  # a run of items cut out of a list (labeler.io.jsonlist)
 decode_allocatable = msgspec.json.Decoder(dict[str, str]).decode
 decode_taints = msgspec.json.Decoder(list[dict[str, str]]).decode

@@ -41,7 +41,7 @@ def path_text(loc: Sequence[str | int]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _PLAIN_KEY.match(part):
+        elif _PLAIN_KEY.fullmatch(part):
             out += f".{part}" if out else part
         else:
             out += f'["{part}"]'

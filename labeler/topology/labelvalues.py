@@ -40,7 +40,7 @@ def short_hash(text: str) -> str:
 
 
 def is_valid_value(value: str) -> bool:
-    return len(value) <= MAX_VALUE and bool(_VALUE_RE.match(value))
+    return len(value) <= MAX_VALUE and bool(_VALUE_RE.fullmatch(value))  # `match` would let `$` pass a final \n
 
 
 def all_valid_values(values: Collection[str]) -> bool:
@@ -61,9 +61,9 @@ def qualified_name_problems(key: str) -> list[str]:
         problems.append("has more than one '/'")
     elif slash and not prefix:
         problems.append("has an empty prefix before '/'")
-    if prefix and (len(prefix) > 253 or not _PREFIX_RE.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _PREFIX_RE.fullmatch(prefix)):
         problems.append(f"prefix {prefix!r} is not a lower-case DNS subdomain")
-    if not name or len(name) > 63 or not _NAME_RE.match(name):
+    if not name or len(name) > 63 or not _NAME_RE.fullmatch(name):
         problems.append(f"name {name!r} must be 1-63 characters, alphanumeric at both ends, '-_.' inside")
     return problems
 
@@ -131,14 +131,26 @@ def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, i
     """
     out = _kept_values(names, current or {})
     taken = set(out.values())
-    wanted = {identity: to_value(name) for identity, name in names.items() if identity not in out}
+    wanted = _as_values({identity: name for identity, name in names.items() if identity not in out})
     claims = Counter(wanted.values())
-    for identity, value in wanted.items():
-        out[identity] = value if claims[value] == 1 and value not in taken else \
-            _with_hash(readable(names[identity]), identity)
+    if len(claims) == len(wanted) and taken.isdisjoint(claims):  # no collision: no loop per domain
+        out.update(wanted)
+    else:
+        for identity, value in wanted.items():
+            out[identity] = value if claims[value] == 1 and value not in taken else \
+                _with_hash(readable(names[identity]), identity)
     if len(set(out.values())) != len(out):
         raise TopologyError("label value collision after hashing; rename one of the domains")
     return out
+
+
+def _as_values(names: dict[str, str]) -> dict[str, str]:
+    """`to_value` of each name; all at once when every name already is its own value (100,000 hosts: one
+    check over them all instead of a match each)."""
+    shown = names.values()
+    if all_valid_values(shown) and "--" not in "".join(shown):  # valid values end alphanumeric: no '--' across two
+        return names
+    return {identity: to_value(name) for identity, name in names.items()}
 
 
 def _kept_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, int]]) -> dict[str, str]:

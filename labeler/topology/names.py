@@ -42,7 +42,7 @@ def name_problem(name: str, limit: int = 253, dots: bool = True) -> str | None:
     directory."""
     if len(name) > limit:
         return f"{name!r} is {len(name)} characters; at most {limit}"
-    if not re.match(DNS_SUBDOMAIN if dots else DNS_LABEL, name):
+    if not re.fullmatch(DNS_SUBDOMAIN if dots else DNS_LABEL, name):
         what = "a DNS subdomain" if dots else "a DNS label"
         return (f"{name!r} is not a Kubernetes name ({what}): lower-case letters, digits and '-'"
                 + (" or '.'" if dots else "") + ", starting and ending with a letter or digit")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter, defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Collection, Iterable, Mapping, Sequence
 
 from ..errors import TopologyError
 from ..gcpause import paused_gc
@@ -54,6 +54,8 @@ def pad_depths(discovery: Discovery, depth: int) -> None:
     visible to TAS: its finest known domain stands in for the missing finer ones, which keeps the grouping
     true (nodes sharing that domain share the padded one too).
     """
+    if set(map(len, discovery.paths.values())) <= {depth}:  # every path full (one pass in C, no loop per node)
+        return
     short = sorted(n for n, p in discovery.paths.items() if 0 < len(p) < depth)
     for node in short:
         path = discovery.paths[node]
@@ -108,21 +110,16 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable
         raise TopologyError(f"{discovery.source}: {len(discovery.level_names)} levels found, "
                             f"{len(levels)} label keys given")
     problems = list(discovery.problems)
-    paths: dict[str, tuple[str, ...]] = {}
-    for node in sorted(discovery.paths):
-        path = tuple(map(str.strip, map(str, discovery.paths[node])))
-        if len(path) != len(levels) or not all(path):
-            problems.append(Problem(discovery.source, f"incomplete placement {list(path)} for levels "
-                                    f"{[lv.name for lv in levels]}; node left as it is", node))
-            continue
-        paths[node] = _identities(path) if discovery.local_names else path
+    paths = _complete_paths(discovery, levels, problems)
+    if discovery.local_names:
+        paths = dict(zip(paths, map(_identities, paths.values())))
     errors = check_tree(levels, paths)
     if errors:
         raise TopologyError(f"{discovery.source}: the topology is not a tree: " + "; ".join(errors))
     carried = _carried(levels, paths, nodes)
     values = []
-    for depth in range(len(levels)):
-        identities = {p[depth] for p in paths.values()}
+    for depth, column in enumerate(zip(*paths.values())) if paths else ():
+        identities = set(column)
         # a domain shows its own name when names are local (its identity is its whole path)
         shown = {i: i.rsplit(_SEP, 1)[-1] for i in identities} if discovery.local_names else \
             dict(zip(identities, identities))
@@ -130,6 +127,37 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable
     names = [lv.name for lv in levels]
     labelled = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
     return Snapshot(levels, labelled, problems)
+
+
+def _complete_paths(discovery: Discovery, levels: tuple[Level, ...], problems: list[Problem]
+                    ) -> dict[str, tuple[str, ...]]:
+    """The paths by node name, each value a stripped string; a path of the wrong depth or with an empty value
+    is a problem instead. When every path already is that (most discoveries), it is checked level by level over
+    the distinct values, without a tuple built per node (100,000 nodes: a third of the time)."""
+    raw, order = discovery.paths, sorted(discovery.paths)
+    if _all_clean(raw.values(), len(levels)):
+        return dict(zip(order, map(raw.__getitem__, order)))
+    paths: dict[str, tuple[str, ...]] = {}
+    for node in order:
+        path = tuple(map(str.strip, map(str, raw[node])))
+        if len(path) != len(levels) or not all(path):
+            problems.append(Problem(discovery.source, f"incomplete placement {list(path)} for levels "
+                                    f"{[lv.name for lv in levels]}; node left as it is", node))
+            continue
+        paths[node] = path
+    return paths
+
+
+def _all_clean(paths: Collection[Sequence[Any]], depth: int) -> bool:
+    """Whether every path is a tuple of `depth` non-empty strings without surrounding blanks."""
+    if not paths or set(map(type, paths)) != {tuple} or set(map(len, paths)) != {depth}:
+        return False
+    for column in zip(*paths):
+        distinct = set(column)
+        if set(map(type, distinct)) != {str} or "" in distinct \
+                or not all(map(str.__eq__, distinct, map(str.strip, distinct))):
+            return False
+    return True
 
 
 def _carried(levels: Sequence[Level], paths: Mapping[str, tuple[str, ...]],

@@ -123,7 +123,7 @@ def _port(record: Any) -> Port | None:
     width = _WIDTH.search(str(record.get("active_width") or ""))
     speed = _SPEED.search(str(record.get("active_speed") or "").upper())
     return Port(name, guid, system, number, str(record.get("node_description") or "").strip(),
-                peer if isinstance(peer, str) and _PORT_NAME.match(peer) else "", _hex(record.get("peer_node_guid")),
+                peer if isinstance(peer, str) and _PORT_NAME.fullmatch(peer) else "", _hex(record.get("peer_node_guid")),
                 int(width.group(1)) if width else None, speed.group(1) if speed else None,
                 "switch" in str(record.get("description") or "").lower())
 

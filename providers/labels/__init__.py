@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import methodcaller
 from typing import Sequence
 
 from labeler.errors import SourceError
@@ -79,7 +80,10 @@ def discover(ctx: SourceContext) -> Discovery:
     discovery = Discovery(NAME, tuple(level.name for level, _ in used), local_names=preset.local_names)
     keys = [key for _, key in used]
     filled: list[str] = []
-    for node in ctx.nodes:
+    plain = _plain_paths(ctx.nodes, keys, preset.placeholders)
+    if plain is not None:
+        discovery.paths.update(plain)
+    for node in ctx.nodes if plain is None else ():
         path = _plain_path(node, keys, preset.placeholders)
         if path:
             discovery.paths[node.name] = path
@@ -141,6 +145,21 @@ def _preset(opts: LabelsOptions) -> Preset:
 def _carried(level: PresetLevel, nodes: Sequence[Node], placeholders: frozenset[str]) -> str:
     """The level's newest key that some node carries a real value for ("" when none does)."""
     return next((key for key in level.keys if any(_value(n, key, placeholders) for n in nodes)), "")
+
+
+def _plain_paths(nodes: Sequence[Node], keys: list[str], placeholders: frozenset[str]
+                 ) -> dict[str, tuple[str, ...]] | None:
+    """Every node's path when every node carries every key with a real value and no blanks around it (most
+    clusters): each key's column checked over its distinct values, no call per node (100,000 nodes: a fifth
+    of the time). None when any node needs `_plain_path` or more."""
+    labels = [node.labels for node in nodes]
+    columns = [list(map(methodcaller("get", key, ""), labels)) for key in keys]
+    for column in columns:
+        distinct = set(column)
+        if "" in distinct or not placeholders.isdisjoint(distinct) or set(map(type, distinct)) != {str} \
+                or not all(map(str.__eq__, distinct, map(str.strip, distinct))):
+            return None
+    return dict(zip([node.name for node in nodes], zip(*columns)))
 
 
 def _plain_path(node: Node, keys: list[str], placeholders: frozenset[str]) -> tuple[str, ...] | None:
