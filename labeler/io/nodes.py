@@ -8,7 +8,7 @@ import stat
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, cast
 
 from ..errors import InputError
 from ..gcpause import paused_gc
@@ -132,7 +132,7 @@ class NodeReader:
             found = list(map(self._record, self._json.decode_run(array)))
         except self._json.ValidationError:
             return None
-        return found if all(found) else None
+        return cast("list[Node]", found) if all(found) else None
 
     def _typed(self, raw: RawItem) -> Node | None:
         """The record of a Node whose fields all have the types the API serves (msgspec checks them as it
