@@ -10,7 +10,8 @@ import pytest
 from labeler.errors import TopologyError
 from labeler.io.nodes import MANAGED_ANNOTATION, Node
 from labeler.topology.model import Discovery, Level, Ownership, ownership
-from labeler.topology.placement import check_levels, level_keys, pad_depths, snapshot_from_dict, to_snapshot
+from labeler.topology.placement import (check_levels, level_keys, pad_depths, snapshot_from_dict, to_snapshot,
+                                        written_values)
 
 LEVELS = (Level("block", "topolabel.dev/block"), Level("rack", "topolabel.dev/rack"))
 
@@ -131,7 +132,7 @@ def test_a_joining_domain_never_renames_an_existing_one() -> None:
     first = to_snapshot(Discovery("test", ("block", "rack"), {f"a{i}": ("b1", "rack-1") for i in range(3)}), LEVELS)
     nodes = [_labelled(n, first.labels_for(n)) for n in first.nodes] + [Node("new")]
     joined = Discovery("test", ("block", "rack"), {**{f"a{i}": ("b1", "rack-1") for i in range(3)}, "new": ("b1", "rack 1")})
-    snap = to_snapshot(joined, LEVELS, nodes)
+    snap = to_snapshot(joined, LEVELS, written_values(LEVELS, nodes))
     assert {snap.nodes[f"a{i}"]["rack"] for i in range(3)} == {"rack-1"}
     assert re.fullmatch(r"rack-1-[0-9a-f]{8}", snap.nodes["new"]["rack"])
     # without the labels (a first run) both collide and both are hashed, whatever the order
@@ -143,7 +144,7 @@ def test_only_labels_topolabel_wrote_and_could_give_are_kept() -> None:
     found = Discovery("test", ("block", "rack"), {"a": ("b1", "r1"), "b": ("b1", "r2")})
     foreign = Node("a", {"topolabel.dev/rack": "r2"})  # not in the managed annotation: ignored
     steered = _labelled("b", {"topolabel.dev/block": "b1", "topolabel.dev/rack": "r1"})  # not a value r2 could get
-    snap = to_snapshot(found, LEVELS, [foreign, steered])
+    snap = to_snapshot(found, LEVELS, written_values(LEVELS, [foreign, steered]))
     assert snap.nodes["a"]["rack"] == "r1" and snap.nodes["b"]["rack"] == "r2"
 
 

@@ -28,7 +28,7 @@ from labeler.io.documents import load
 from labeler.io.nodes import MANAGED_ANNOTATION, Node, parse_nodes
 from labeler.topology.labelvalues import is_valid_value, level_key_problems
 from labeler.topology.model import Discovery, Level, Snapshot
-from labeler.topology.placement import snapshot_from_dict, to_snapshot
+from labeler.topology.placement import snapshot_from_dict, to_snapshot, written_values
 from labeler.topology.plan import make_plan, owned_keys, plan_node
 from labeler.topology.snapshotfile import parse_snapshot
 from providers.gpu_clique import parse_cliques
@@ -169,7 +169,8 @@ def test_values_of_labelled_domains_are_stable_when_nodes_join(first: dict[str, 
     before = to_snapshot(Discovery("t", ("rack",), {n: (r,) for n, r in first.items()}), levels)
     labelled = [Node(n, before.labels_for(n), {MANAGED_ANNOTATION: "topolabel.dev/rack"}) for n in before.nodes]
     paths = {**{n: (r,) for n, r in first.items()}, **{n: (r,) for n, r in joining.items()}}
-    after = to_snapshot(Discovery("t", ("rack",), paths), levels, [*labelled, *(Node(n) for n in joining)])
+    after = to_snapshot(Discovery("t", ("rack",), paths), levels,
+                        written_values(levels, [*labelled, *(Node(n) for n in joining)]))
     assert {n: after.nodes[n] for n in before.nodes} == before.nodes  # nobody already labelled moves
     assert all(is_valid_value(v["rack"]) for v in after.nodes.values())
     racks = {}

@@ -12,6 +12,7 @@ import functools
 import os
 import sys
 from collections import Counter
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, TextIO
 
 from labeler.topology.model import Problem, Snapshot
@@ -99,23 +100,29 @@ def emit(data: Any, fmt: str, out: TextIO | None = None) -> None:
 
 
 def _json_pieces(data: Any) -> Iterator[bytes]:
-    """`data` as compact JSON, byte for byte what one orjson call writes, in pieces: a list at the top or as a
-    value of the top mapping goes JSON_SLICE items at a time (a 100,000-node plan is never one 22 MB buffer)."""
+    """`data` as compact JSON, byte for byte what one orjson call writes, in pieces: a list or mapping at the
+    top or as a value of the top mapping goes JSON_SLICE items at a time (a 100,000-node plan is never one 22 MB
+    buffer, a 1,000,000-node snapshot never one of 90 MB)."""
     if isinstance(data, dict):
         yield b"{"
         for i, (key, value) in enumerate(data.items()):
             yield (b"," if i else b"") + _json({key: 0})[1:-2]  # '"key":'
-            yield from _list_pieces(value) if isinstance(value, list) else [_json(value)]
+            yield from _sliced(value) if isinstance(value, (list, dict)) else [_json(value)]
         yield b"}"
     else:
-        yield from _list_pieces(data) if isinstance(data, list) else [_json(data)]
+        yield from _sliced(data) if isinstance(data, list) else [_json(data)]
 
 
-def _list_pieces(items: list[Any]) -> Iterator[bytes]:
-    yield b"["
-    for start in range(0, len(items), JSON_SLICE):
-        yield (b"," if start else b"") + _json(items[start:start + JSON_SLICE])[1:-1]
-    yield b"]"
+def _sliced(items: list[Any] | dict[Any, Any]) -> Iterator[bytes]:
+    """A list or mapping JSON_SLICE items at a time, each slice's brackets dropped."""
+    is_list = isinstance(items, list)
+    rest = iter(items) if is_list else iter(items.items())
+    yield b"[" if is_list else b"{"
+    first = True
+    while part := list(islice(rest, JSON_SLICE)):
+        yield (b"" if first else b",") + _json(part if is_list else dict(part))[1:-1]
+        first = False
+    yield b"]" if is_list else b"}"
 
 
 def _json(data: Any, option: int = 0) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import stat
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, cast
@@ -22,6 +21,8 @@ if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time o
 
 # The kubelet's own conditions: Ready is `Node.ready`; the others Kubernetes acts on by itself (taints).
 KUBELET_CONDITIONS = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
+# The annotations of every node that has none (most): records are never changed in place, so they share one.
+NO_ANNOTATIONS: Mapping[str, str] = {}
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
 MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
 
@@ -75,6 +76,10 @@ class NodeReader:
         self._taint_lists: dict[tuple[int, ...], tuple[Mapping[str, str], ...]] = {}
         self._condition_lists: dict[tuple[tuple[str, str, str, str], ...], tuple[tuple[str, str, str, str], ...]] = {}
         self._texts: dict[tuple[Callable[[Any], Any], bytes], Any] = {}  # see `_decoded`
+        # One copy of each string (names, label keys and values), for this list only: unlike sys.intern, whose
+        # table lives as long as the process (two entries a node: 90 MB at 1,000,000), it goes with the reader.
+        self._strings: dict[str, str] = {}
+        self._same = self._strings.setdefault
 
     def node(self, obj: Mapping[str, Any]) -> Node:
         from .documents import mapping, sequence, text
@@ -91,7 +96,7 @@ class NodeReader:
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions) \
             if conditions else True
         taints = sequence(spec.get("taints"), f"{where}: spec.taints")
-        return Node(sys.intern(name),
+        return Node(self._same(name, name),
                     self._strings_of(meta.get("labels"), f"{where}: metadata.labels"),
                     self._strings_of(meta.get("annotations"), f"{where}: metadata.annotations"),
                     text(spec.get("providerID") or "", f"{where}: spec.providerID"),
@@ -165,9 +170,9 @@ class NodeReader:
         if allocatable is None or taints is None:
             return None
         # `_strings_of`'s copy inlined: at 100,000 nodes its 200,000 calls cost 0.06 CPU s (6% of reading)
-        intern, labels, annotations = sys.intern, meta.labels, meta.annotations
-        return Node(intern(meta.name), dict(zip(map(intern, labels), map(intern, labels.values()))),
-                    dict(zip(map(intern, annotations), map(intern, annotations.values()))) if annotations else {},
+        same, annotations = self._same, meta.annotations
+        return Node(same(meta.name, meta.name), self._shared_strings(meta.labels),
+                    self._shared_strings(annotations) if annotations else NO_ANNOTATIONS,
                     spec.providerID, allocatable, taints, ready, spec.unschedulable, others)
 
     def done(self) -> list[Node]:
@@ -178,20 +183,21 @@ class NodeReader:
             raise InputError(f"{self.origin}: node(s) listed twice: {', '.join(dupes[:5])}")
         return self.nodes
 
-    @staticmethod
-    def _strings_of(value: Any, where: str) -> dict[str, str]:
-        """A string-to-string copy with its keys and values interned (a cluster repeats them); YAML may have
+    def _strings_of(self, value: Any, where: str) -> dict[str, str]:
+        """A string-to-string copy with one copy of each key and value (a cluster repeats them); YAML may have
         typed `gpu: 8` as an int, JSON from the API never does. Not a mapping of scalars: an `InputError`."""
-        if type(value) is dict:
-            try:
-                return dict(zip(map(sys.intern, value), map(sys.intern, value.values())))
-            except TypeError:  # sys.intern takes only strings
-                pass
+        if type(value) is dict and set(map(type, value)) <= {str} and set(map(type, value.values())) <= {str}:
+            return self._shared_strings(value)
         from .documents import mapping, string_map
 
         if type(value) is not dict:
             return mapping(value, where)  # {} for null, else the error
-        return {sys.intern(k): sys.intern(v) for k, v in string_map(value, where).items()}
+        return self._shared_strings(string_map(value, where))
+
+    def _shared_strings(self, value: Mapping[str, str]) -> dict[str, str]:
+        """A copy of a mapping of strings with this list's one copy of each (no call per entry)."""
+        same, values = self._same, value.values()
+        return dict(zip(map(same, value, value), map(same, values, values)))
 
     def _taints(self, taints: list[dict[str, str]]) -> tuple[Mapping[str, str], ...]:
         """One tuple of each distinct list of (shared) taints: the nodes of a pool carry the same ones. Keyed
@@ -200,7 +206,7 @@ class NodeReader:
 
     def _conditions(self, found: list[tuple[str, ...]]) -> tuple[tuple[str, str, str, str], ...]:
         """Other tools' conditions (not the kubelet's), one tuple of each distinct list."""
-        kept = tuple(tuple(map(sys.intern, c)) for c in found if c[0] not in KUBELET_CONDITIONS)
+        kept = tuple(tuple(map(self._same, c, c)) for c in found if c[0] not in KUBELET_CONDITIONS)
         return self._condition_lists.setdefault(kept, kept) if kept else ()  # type: ignore[arg-type]  # 4 fields each
 
     def _decoded(self, text: Any, decode: Callable[[Any], Any], keep: Callable[[Any], Any]) -> Any:

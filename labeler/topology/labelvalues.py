@@ -131,14 +131,16 @@ def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, i
     """
     out = _kept_values(names, current or {})
     taken = set(out.values())
-    wanted = _as_values({identity: name for identity, name in names.items() if identity not in out})
-    claims = Counter(wanted.values())
-    if len(claims) == len(wanted) and taken.isdisjoint(claims):  # no collision: no loop per domain
+    wanted = _as_values({identity: name for identity, name in names.items() if identity not in out} if out else names)
+    distinct = set(wanted.values())
+    if len(distinct) == len(wanted) and taken.isdisjoint(distinct):  # no collision: no loop per domain
+        del distinct  # a level of 1,000,000 hosts: no more tables alive at once than needed
         out.update(wanted)
-    else:
-        for identity, value in wanted.items():
-            out[identity] = value if claims[value] == 1 and value not in taken else \
-                _with_hash(readable(names[identity]), identity)
+        return out
+    claims = Counter(wanted.values())
+    for identity, value in wanted.items():
+        out[identity] = value if claims[value] == 1 and value not in taken else \
+            _with_hash(readable(names[identity]), identity)
     if len(set(out.values())) != len(out):
         raise TopologyError("label value collision after hashing; rename one of the domains")
     return out

@@ -97,14 +97,31 @@ def _alone(node: str, path: tuple[str, ...], at: int, in_parent: bool) -> str:
     return path[at] if at < len(path) else node
 
 
+# Per node that carries labels topolabel wrote: the value it wrote for each level (None where it wrote none).
+Written = Mapping[str, tuple["str | None", ...]]
+
+
+def written_values(levels: Sequence[Level], nodes: Iterable[Node]) -> dict[str, tuple[str | None, ...]]:
+    """What `to_snapshot` needs of the cluster's nodes: the level values topolabel wrote on each (nodes
+    without its managed-labels annotation carry none), so the node records can go before the snapshot is made."""
+    written = {}
+    for node in nodes:
+        if MANAGED_ANNOTATION not in node.annotations:  # it carries no value topolabel wrote
+            continue
+        managed = set(node.managed())
+        written[node.name] = tuple(value if (value := node.labels.get(level.label)) and level.label in managed
+                                   else None for level in levels)
+    return written
+
+
 @paused_gc()  # per-node dicts and tuples, no cycles: the collector would only walk them
-def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable[Node] = ()) -> Snapshot:
+def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], written: Written | None = None) -> Snapshot:
     """Validate a discovery and turn its raw names into label values.
 
     Paths of the wrong depth or with empty values become problems; a domain under two parents is a
-    `TopologyError` naming both, because labelling it would split the domain silently. `nodes` (the
-    cluster, when known) carry the values topolabel wrote before: existing domains keep them when a new
-    domain's name collides with theirs (`labelvalues.unique_values`).
+    `TopologyError` naming both, because labelling it would split the domain silently. `written` (from the
+    cluster's nodes, when known: `written_values`) holds the values topolabel wrote before: existing domains
+    keep them when a new domain's name collides with theirs (`labelvalues.unique_values`).
     """
     if len(levels) != len(discovery.level_names):
         raise TopologyError(f"{discovery.source}: {len(discovery.level_names)} levels found, "
@@ -116,13 +133,11 @@ def to_snapshot(discovery: Discovery, levels: tuple[Level, ...], nodes: Iterable
     errors = check_tree(levels, paths)
     if errors:
         raise TopologyError(f"{discovery.source}: the topology is not a tree: " + "; ".join(errors))
-    carried = _carried(levels, paths, nodes)
+    carried = _carried(levels, paths, written or {})
     values = []
     for depth, column in enumerate(zip(*paths.values())) if paths else ():
-        identities = set(column)
         # a domain shows its own name when names are local (its identity is its whole path)
-        shown = {i: i.rsplit(_SEP, 1)[-1] for i in identities} if discovery.local_names else \
-            dict(zip(identities, identities))
+        shown = {i: i.rsplit(_SEP, 1)[-1] for i in set(column)} if discovery.local_names else dict(zip(column, column))
         values.append(unique_values(shown, carried[depth]))
     names = [lv.name for lv in levels]
     labelled = {node: dict(zip(names, map(dict.__getitem__, values, path))) for node, path in paths.items()}
@@ -161,17 +176,15 @@ def _all_clean(paths: Collection[Sequence[Any]], depth: int) -> bool:
 
 
 def _carried(levels: Sequence[Level], paths: Mapping[str, tuple[str, ...]],
-             nodes: Iterable[Node]) -> list[dict[str, Counter[str]]]:
+             written: Written) -> list[dict[str, Counter[str]]]:
     """Per level, identity -> the values its nodes carry under a key topolabel wrote (and how many)."""
     carried: list[dict[str, Counter[str]]] = [defaultdict(Counter) for _ in levels]
-    for node in nodes:
-        path = paths.get(node.name)
-        if path is None or MANAGED_ANNOTATION not in node.annotations:  # it carries no value topolabel wrote
+    for node, values in written.items():
+        path = paths.get(node)
+        if path is None:
             continue
-        managed = set(node.managed())
-        for depth, level in enumerate(levels):
-            value = node.labels.get(level.label)
-            if value and level.label in managed:
+        for depth, value in enumerate(values):
+            if value:
                 carried[depth][path[depth]][value] += 1
     return carried
 

@@ -170,10 +170,9 @@ def snapshot_of(args: argparse.Namespace, cfg: Config | None, nodes: list[Node] 
                              "the topology); drop them, or drop --snapshot to discover")
         return read_snapshot(args.snapshot)
     source, options = source_options(cfg, vars(args))
-    if nodes is None:
-        nodes = cluster_nodes(args, required=source.needs_nodes)
-    return discover(cfg, source, options, nodes, origin=args.config or f"--source {source.name}",
-                    cluster=lambda: connect(args), progress=terminal())
+    # the records read here are handed over, not kept: `discover` lets them go before the snapshot is made
+    return discover(cfg, source, options, cluster_nodes(args, required=source.needs_nodes) if nodes is None else nodes,
+                    origin=args.config or f"--source {source.name}", cluster=lambda: connect(args), progress=terminal())
 
 
 def snapshot_and_nodes(args: argparse.Namespace, cfg: Config | None, needed_for: str) -> tuple[Snapshot, list[Node]]:
