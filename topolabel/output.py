@@ -116,7 +116,7 @@ def _json_pieces(data: Any) -> Iterator[bytes]:
 def _sliced(items: list[Any] | dict[Any, Any]) -> Iterator[bytes]:
     """A list or mapping JSON_SLICE items at a time, each slice's brackets dropped."""
     is_list = isinstance(items, list)
-    rest = iter(items) if is_list else iter(items.items())
+    rest = iter(items) if isinstance(items, list) else iter(items.items())
     yield b"[" if is_list else b"{"
     first = True
     while part := list(islice(rest, JSON_SLICE)):

@@ -146,7 +146,7 @@ def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, i
     return out
 
 
-def _as_values(names: dict[str, str]) -> dict[str, str]:
+def _as_values(names: Mapping[str, str]) -> Mapping[str, str]:
     """`to_value` of each name; all at once when every name already is its own value (100,000 hosts: one
     check over them all instead of a match each)."""
     shown = names.values()
