@@ -63,6 +63,8 @@ class Source:
     their model either way. `add_arguments` adds flags whose dest names are those options. `needs_nodes`: it
     must be given the cluster's nodes (labels, cloud APIs); sources that read a whole fabric or a file run
     without them. `per_node`: the operator may ask it about a few joining nodes alone instead of a full pass.
+    `reads_provider_id`: its discovery reads the nodes' spec.providerID (cloud APIs); a command that only
+    discovers reads the nodes without it otherwise.
     """
 
     name: str
@@ -71,6 +73,7 @@ class Source:
     discover: Callable[[SourceContext], Discovery]
     needs_nodes: bool = True
     per_node: bool = True
+    reads_provider_id: bool = True
 
     @property
     def options(self) -> type[Options]:

@@ -134,4 +134,4 @@ def _from_csv(text: str, origin: str) -> Inventory:
 
 # Without nodes, every exact name in the file is placed; asking about a few nodes is cheap, so the
 # operator places joining nodes at once.
-SOURCE = Source(NAME, InventoryOptions, add_arguments, discover, needs_nodes=False)
+SOURCE = Source(NAME, InventoryOptions, add_arguments, discover, needs_nodes=False, reads_provider_id=False)

@@ -94,4 +94,5 @@ def _read_text(path: str) -> str:
 
 
 # A fabric is read whole: no cluster nodes needed, and no cheaper answer for a few joining nodes.
-SOURCE = Source(NAME, options.InfinibandOptions, add_arguments, discover, needs_nodes=False, per_node=False)
+SOURCE = Source(NAME, options.InfinibandOptions, add_arguments, discover, needs_nodes=False, per_node=False,
+                reads_provider_id=False)

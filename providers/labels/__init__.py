@@ -190,4 +190,4 @@ def _level_name(key: str) -> str:
     return key.rsplit("/", 1)[-1]
 
 
-SOURCE = Source(NAME, LabelsOptions, add_arguments, discover)
+SOURCE = Source(NAME, LabelsOptions, add_arguments, discover, reads_provider_id=False)

@@ -136,4 +136,5 @@ def _json_files(directory: str) -> dict[str, Path]:
 
 
 # A fabric is read whole: no cluster nodes needed, and no cheaper answer for a few joining nodes.
-SOURCE = Source(NAME, LldpOptions, add_arguments, discover, needs_nodes=False, per_node=False)
+SOURCE = Source(NAME, LldpOptions, add_arguments, discover, needs_nodes=False, per_node=False,
+                reads_provider_id=False)

@@ -110,15 +110,17 @@ def config_of(args: argparse.Namespace) -> Config:
     return read_config(args.config)
 
 
-def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: str | None = None) -> list[Node]:
-    """Nodes from --nodes or the cluster; none when not required and no cluster was named.
+def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: str | None = None,
+                  provider_ids: bool = True) -> list[Node]:
+    """Nodes from --nodes or the cluster; none when not required and no cluster was named (`provider_ids`:
+    NodeReader's).
 
     With --snapshot and no cluster named, `needed_for` says what the nodes are for, and the error when the
     default kubeconfig reaches no cluster says that --nodes would do instead."""
     if args.nodes:
         from labeler.io.nodes import load_nodes_file
 
-        return load_nodes_file(args.nodes)
+        return load_nodes_file(args.nodes, provider_ids)
     named = args.kubeconfig or args.context
     if not required and not named:
         return []
@@ -131,7 +133,7 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
                          f"-o yaml`) or a cluster with --kubeconfig/--context ({exc})") from None
     from labeler.cluster.kube import list_nodes
 
-    return list_nodes(api)
+    return list_nodes(api, provider_ids=provider_ids)
 
 
 def connect(args: argparse.Namespace, pool: int = 64) -> Any:
@@ -170,8 +172,9 @@ def snapshot_of(args: argparse.Namespace, cfg: Config | None, nodes: list[Node] 
                              "the topology); drop them, or drop --snapshot to discover")
         return read_snapshot(args.snapshot)
     source, options = source_options(cfg, vars(args))
-    # the records read here are handed over, not kept: `discover` lets them go before the snapshot is made
-    return discover(cfg, source, options, cluster_nodes(args, required=source.needs_nodes) if nodes is None else nodes,
+    # the records read here are handed over, not kept in a variable: `discover` lets them go before the snapshot
+    return discover(cfg, source, options, nodes if nodes is not None else
+                    cluster_nodes(args, required=source.needs_nodes, provider_ids=source.reads_provider_id),
                     origin=args.config or f"--source {source.name}", cluster=lambda: connect(args), progress=terminal())
 
 
