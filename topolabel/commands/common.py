@@ -184,6 +184,6 @@ def snapshot_and_nodes(args: argparse.Namespace, cfg: Config | None, needed_for:
     node records (100,000 nodes: 16 MiB less at plan's peak, 40 at kueue's)."""
     if args.snapshot:
         snapshot = snapshot_of(args, cfg)
-        return snapshot, cluster_nodes(args, needed_for=needed_for)
+        return snapshot, cluster_nodes(args, needed_for=needed_for, provider_ids=False)  # only sources read them
     nodes = cluster_nodes(args, needed_for=needed_for)
     return snapshot_of(args, cfg, nodes), nodes
