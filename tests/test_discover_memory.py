@@ -54,3 +54,29 @@ def test_provider_ids_are_kept_only_when_asked(nodes_file: Path) -> None:
     full, lean = load_nodes_file(nodes_file), load_nodes_file(nodes_file, provider_ids=False)
     assert all(n.provider_id.startswith("gce://") for n in full) and {n.provider_id for n in lean} == {""}
     assert [n.labels for n in full] == [n.labels for n in lean] and [n.name for n in full] == [n.name for n in lean]
+
+
+def test_plan_reads_the_nodes_sharing_the_snapshots_strings(nodes_file: Path, tmp_path: Path, monkeypatch,
+                                                             capsys) -> None:
+    """With --snapshot, the records share the snapshot's node names and values (one copy each) and keep no
+    providerID; the plan is what it was."""
+    assert main(["discover", "--source", "labels", "--preset", "gke", "--nodes", str(nodes_file), "-o", "json"]) == 0
+    snap_file = tmp_path / "snap.json"
+    snap_file.write_text(capsys.readouterr().out)
+    import topolabel.commands.plan as plan_command
+
+    seen = []
+    make = plan_command.make_plan
+
+    def checking(snapshot, nodes, *args):
+        names = {name: name for name in snapshot.nodes}
+        hosts = {v["host"]: v["host"] for v in snapshot.nodes.values()}
+        key = "cloud.google.com/gce-topology-host"
+        seen.append((all(names[n.name] is n.name for n in nodes),
+                     all(hosts[n.labels[key]] is n.labels[key] for n in nodes), {n.provider_id for n in nodes}))
+        return make(snapshot, nodes, *args)
+
+    monkeypatch.setattr(plan_command, "make_plan", checking)
+    assert main(["plan", "--snapshot", str(snap_file), "--nodes", str(nodes_file), "-o", "json"]) == 0
+    assert seen == [(True, True, {""})]
+    assert len(json.loads(capsys.readouterr().out)["changes"]) == 100

@@ -66,9 +66,10 @@ class NodeReader:
     """Compact Node records from API objects, one list at a time (a file, or a cluster's pages). The objects
     are untrusted: a field of the wrong type is an `InputError` naming the node and the field."""
 
-    def __init__(self, origin: str = "nodes", provider_ids: bool = True) -> None:
+    def __init__(self, origin: str = "nodes", provider_ids: bool = True, strings: dict[str, str] | None = None) -> None:
         """Without `provider_ids`, records leave `provider_id` empty: a command whose source reads none keeps
-        no copy of a string unique to each node (1,000,000 nodes: 100 MB)."""
+        no copy of a string unique to each node (1,000,000 nodes: 100 MB). `strings`: copies to share, the
+        names and values of a snapshot read before (filled further as the nodes are read)."""
         from . import nodejson
 
         self._json = nodejson
@@ -81,7 +82,7 @@ class NodeReader:
         self._texts: dict[tuple[Callable[[Any], Any], bytes], Any] = {}  # see `_decoded`
         # One copy of each string (names, label keys and values), for this list only: unlike sys.intern, whose
         # table lives as long as the process (two entries a node: 90 MB at 1,000,000), it goes with the reader.
-        self._strings: dict[str, str] = {}
+        self._strings: dict[str, str] = {} if strings is None else strings
         self._same = self._strings.setdefault
 
     def node(self, obj: Mapping[str, Any]) -> Node:
@@ -274,10 +275,10 @@ def nodes_from_pages(pages: Iterable[Iterable[Any]], origin: str, reader: NodeRe
     return reader.done()
 
 
-def load_nodes_file(path: str | Path, provider_ids: bool = True) -> list[Node]:
+def load_nodes_file(path: str | Path, provider_ids: bool = True, strings: dict[str, str] | None = None) -> list[Node]:
     """Nodes from a file, turned into compact records as they are read (see `read_items`), runs of items
-    straight into records (`NodeReader.run`); `provider_ids` as NodeReader's."""
-    reader = NodeReader(str(path), provider_ids)
+    straight into records (`NodeReader.run`); `provider_ids` and `strings` as NodeReader's."""
+    reader = NodeReader(str(path), provider_ids, strings)
     return nodes_from_pages([read_items(path, "Node", raw=True, runs=reader.run)], str(path), reader)
 
 

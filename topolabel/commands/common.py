@@ -111,16 +111,16 @@ def config_of(args: argparse.Namespace) -> Config:
 
 
 def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: str | None = None,
-                  provider_ids: bool = True) -> list[Node]:
-    """Nodes from --nodes or the cluster; none when not required and no cluster was named (`provider_ids`:
-    NodeReader's).
+                  provider_ids: bool = True, strings: dict[str, str] | None = None) -> list[Node]:
+    """Nodes from --nodes or the cluster; none when not required and no cluster was named (`provider_ids`,
+    `strings`: NodeReader's).
 
     With --snapshot and no cluster named, `needed_for` says what the nodes are for, and the error when the
     default kubeconfig reaches no cluster says that --nodes would do instead."""
     if args.nodes:
         from labeler.io.nodes import load_nodes_file
 
-        return load_nodes_file(args.nodes, provider_ids)
+        return load_nodes_file(args.nodes, provider_ids, strings)
     named = args.kubeconfig or args.context
     if not required and not named:
         return []
@@ -133,7 +133,7 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
                          f"-o yaml`) or a cluster with --kubeconfig/--context ({exc})") from None
     from labeler.cluster.kube import list_nodes
 
-    return list_nodes(api, provider_ids=provider_ids)
+    return list_nodes(api, provider_ids=provider_ids, strings=strings)
 
 
 def connect(args: argparse.Namespace, pool: int = 64) -> Any:
@@ -184,6 +184,7 @@ def snapshot_and_nodes(args: argparse.Namespace, cfg: Config | None, needed_for:
     node records (100,000 nodes: 16 MiB less at plan's peak, 40 at kueue's)."""
     if args.snapshot:
         snapshot = snapshot_of(args, cfg)
-        return snapshot, cluster_nodes(args, needed_for=needed_for, provider_ids=False)  # only sources read them
+        # no providerID (only sources read it); the snapshot's node names and values shared with the records
+        return snapshot, cluster_nodes(args, needed_for=needed_for, provider_ids=False, strings=snapshot.strings())
     nodes = cluster_nodes(args, needed_for=needed_for)
     return snapshot_of(args, cfg, nodes), nodes
