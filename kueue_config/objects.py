@@ -13,7 +13,7 @@ from decimal import Decimal
 from operator import attrgetter
 from typing import Any, Sequence
 
-from labeler.io.nodes import Node
+from labeler.io.nodes import Keep, Node
 from labeler.settings.config import Config, KueueConfig, PoolConfig
 from labeler.settings.quantities import stored
 from labeler.topology.model import Level, Problem, Snapshot
@@ -35,6 +35,13 @@ class Pool:
 class KueueObjects:
     objects: list[dict[str, Any]]
     problems: list[Problem]
+
+
+def reads(snapshot: Snapshot, cfg: PoolConfig) -> Keep:
+    """What `generate` reads of each node besides its allocatable and taints: the pool labels, no annotation;
+    names shared with the snapshot (its values are not kept)."""
+    keys = frozenset((cfg.label, *cfg.fallback_labels))
+    return Keep(labels=keys.__contains__, annotations=lambda key: False, strings=snapshot.strings(values=False))
 
 
 def group_pools(snapshot: Snapshot, nodes: Sequence[Node], cfg: PoolConfig) -> tuple[list[Pool], list[Problem]]:

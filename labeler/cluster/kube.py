@@ -33,7 +33,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from ..errors import InputError, KubeUnreachable
 from ..io.documents import MAX_DEPTH, kind_of
-from ..io.nodes import Node, NodeReader, nodes_from_pages
+from ..io.nodes import ALL, Keep, Node, NodeReader, nodes_from_pages
 from . import deadline
 from .kubeconfig import read_kubeconfig, resolve_exec
 from .timeouts import Timeouts
@@ -335,16 +335,15 @@ def list_objects(api: client.ApiClient, send: Callable[[str | None], Any], what:
     return out
 
 
-def list_nodes(api: client.ApiClient, page: int = 500, provider_ids: bool = True,
-               strings: dict[str, str] | None = None) -> list[Node]:
+def list_nodes(api: client.ApiClient, page: int = 500, keep: Keep = ALL) -> list[Node]:
     """Every Node, read in pages so a large cluster does not load the API server with one huge list; each
     page becomes compact records before the next is read, so the raw objects of one page at most are held.
-    `provider_ids` and `strings` as NodeReader's."""
+    The records keep what `keep` says."""
     core = client.CoreV1Api(api)
     fetch = lambda token: raw_page(api, core.list_node(limit=page, _continue=token, _preload_content=False),  # noqa: E731
                                    "the node list")
     return nodes_from_pages(pages(fetch, retrying(api), api.configuration.host), "cluster",
-                            NodeReader("cluster", provider_ids, strings))
+                            NodeReader("cluster", keep))
 
 
 def patch_node(api: client.ApiClient, name: str, body: dict[str, Any], dry_run: bool = False,

@@ -21,10 +21,29 @@ if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time o
 
 # The kubelet's own conditions: Ready is `Node.ready`; the others Kubernetes acts on by itself (taints).
 KUBELET_CONDITIONS = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
-# The annotations of every node that has none (most): records are never changed in place, so they share one.
+# The annotations (or labels) of every node that has none: records are never changed in place, so they share one.
 NO_ANNOTATIONS: Mapping[str, str] = {}
+# Distinct projected label or annotation mappings a reader remembers to share (`Keep`): a cluster's pools are a
+# few; a value unique to each node (a host) would only fill the table.
+SHARED_PROJECTIONS = 4096
 # The label keys topolabel wrote on a node, comma-separated: what it owns there, and all it may ever remove.
 MANAGED_ANNOTATION = "topolabel.dev/managed-labels"
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What node records keep besides the name, allocatable, taints and conditions: a command that reads only
+    part of each Node says which part, and the rest is not kept (1,000,000 nodes: a label mapping each is
+    about 350 MB). `labels`/`annotations`: a test of the keys kept, None for all. `strings`: copies to share,
+    e.g. the names and values of a snapshot read before (filled further as the nodes are read)."""
+
+    provider_ids: bool = True
+    labels: Callable[[str], bool] | None = None
+    annotations: Callable[[str], bool] | None = None
+    strings: dict[str, str] | None = field(default=None, compare=False)
+
+
+ALL = Keep()
 
 
 @dataclass(slots=True)
@@ -66,15 +85,17 @@ class NodeReader:
     """Compact Node records from API objects, one list at a time (a file, or a cluster's pages). The objects
     are untrusted: a field of the wrong type is an `InputError` naming the node and the field."""
 
-    def __init__(self, origin: str = "nodes", provider_ids: bool = True, strings: dict[str, str] | None = None) -> None:
-        """Without `provider_ids`, records leave `provider_id` empty: a command whose source reads none keeps
-        no copy of a string unique to each node (1,000,000 nodes: 100 MB). `strings`: copies to share, the
-        names and values of a snapshot read before (filled further as the nodes are read)."""
+    def __init__(self, origin: str = "nodes", keep: Keep = ALL) -> None:
+        """What the records keep: `keep` (without provider ids, a command whose source reads none keeps no copy
+        of a string unique to each node: 1,000,000 nodes, 100 MB)."""
         from . import nodejson
 
         self._json = nodejson
         self.origin = origin
-        self._provider_ids = provider_ids
+        self._provider_ids = keep.provider_ids
+        self._label_keys = None if keep.labels is None else _KeyTest(keep.labels)
+        self._annotation_keys = None if keep.annotations is None else _KeyTest(keep.annotations)
+        self._projections: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
         self.nodes: list[Node] = []
         self._maps: dict[tuple[Any, tuple[tuple[Any, Any], ...]], dict[str, Any]] = {}
         self._taint_lists: dict[tuple[int, ...], tuple[Mapping[str, str], ...]] = {}
@@ -82,7 +103,7 @@ class NodeReader:
         self._texts: dict[tuple[Callable[[Any], Any], bytes], Any] = {}  # see `_decoded`
         # One copy of each string (names, label keys and values), for this list only: unlike sys.intern, whose
         # table lives as long as the process (two entries a node: 90 MB at 1,000,000), it goes with the reader.
-        self._strings: dict[str, str] = {} if strings is None else strings
+        self._strings: dict[str, str] = {} if keep.strings is None else keep.strings
         self._same = self._strings.setdefault
 
     def node(self, obj: Mapping[str, Any]) -> Node:
@@ -101,8 +122,9 @@ class NodeReader:
             if conditions else True
         taints = sequence(spec.get("taints"), f"{where}: spec.taints")
         return Node(self._same(name, name),
-                    self._strings_of(meta.get("labels"), f"{where}: metadata.labels"),
-                    self._strings_of(meta.get("annotations"), f"{where}: metadata.annotations"),
+                    self._kept(self._strings_of(meta.get("labels"), f"{where}: metadata.labels"), self._label_keys),
+                    self._kept(self._strings_of(meta.get("annotations"), f"{where}: metadata.annotations"),
+                               self._annotation_keys),
                     text(spec.get("providerID") or "", f"{where}: spec.providerID") if self._provider_ids else "",
                     self._shared(status.get("allocatable"), self._strings_of, f"{where}: status.allocatable"),
                     self._taints([self._shared(t, _taint, f"{where}: spec.taints[]") for t in taints]), ready,
@@ -174,9 +196,10 @@ class NodeReader:
         if allocatable is None or taints is None:
             return None
         # `_strings_of`'s copy inlined: at 100,000 nodes its 200,000 calls cost 0.06 CPU s (6% of reading)
-        same, annotations = self._same, meta.annotations
-        return Node(same(meta.name, meta.name), self._shared_strings(meta.labels),
-                    self._shared_strings(annotations) if annotations else NO_ANNOTATIONS,
+        same, labels, annotations = self._same, meta.labels, meta.annotations
+        return Node(same(meta.name, meta.name),
+                    self._shared_strings(labels) if self._label_keys is None else self._kept(labels, self._label_keys),
+                    self._kept(annotations, self._annotation_keys) if annotations else NO_ANNOTATIONS,
                     spec.providerID if self._provider_ids else "", allocatable, taints, ready, spec.unschedulable, others)
 
     def done(self) -> list[Node]:
@@ -202,6 +225,22 @@ class NodeReader:
         """A copy of a mapping of strings with this list's one copy of each (no call per entry)."""
         same, values = self._same, value.values()
         return dict(zip(map(same, value, value), map(same, values, values)))
+
+    def _kept(self, value: Mapping[str, str], keys: _KeyTest | None) -> Mapping[str, str]:
+        """The entries of `value` whose keys `keys` keeps (all without a test), shared: equal projections are
+        one mapping (the first SHARED_PROJECTIONS distinct ones), and an empty one is NO_ANNOTATIONS."""
+        if keys is None:
+            return self._shared_strings(value)
+        kept = tuple(filter(keys.__getitem__, value))
+        if not kept:
+            return NO_ANNOTATIONS
+        items = tuple(zip(kept, map(value.__getitem__, kept)))
+        found = self._projections.get(items)
+        if found is None:
+            found = self._shared_strings(dict(items))
+            if len(self._projections) < SHARED_PROJECTIONS:
+                self._projections[items] = found
+        return found
 
     def _taints(self, taints: list[dict[str, str]]) -> tuple[Mapping[str, str], ...]:
         """One tuple of each distinct list of (shared) taints: the nodes of a pool carry the same ones. Keyed
@@ -240,6 +279,19 @@ class NodeReader:
         return found
 
 
+class _KeyTest(dict[str, bool]):
+    """A test of label or annotation keys, remembered per key (a cluster's nodes repeat a few dozen), so that
+    `filter` applies it to a node's keys without a Python call per key."""
+
+    def __init__(self, test: Callable[[str], bool]) -> None:
+        super().__init__()
+        self.test = test
+
+    def __missing__(self, key: str) -> bool:
+        found = self[key] = bool(self.test(key))
+        return found
+
+
 def _taint(value: Any, where: str) -> dict[str, str]:
     """A taint as its own copy of strings (`timeAdded` and all)."""
     from .documents import string_map
@@ -275,10 +327,10 @@ def nodes_from_pages(pages: Iterable[Iterable[Any]], origin: str, reader: NodeRe
     return reader.done()
 
 
-def load_nodes_file(path: str | Path, provider_ids: bool = True, strings: dict[str, str] | None = None) -> list[Node]:
+def load_nodes_file(path: str | Path, keep: Keep = ALL) -> list[Node]:
     """Nodes from a file, turned into compact records as they are read (see `read_items`), runs of items
-    straight into records (`NodeReader.run`); `provider_ids` and `strings` as NodeReader's."""
-    reader = NodeReader(str(path), provider_ids, strings)
+    straight into records (`NodeReader.run`), keeping what `keep` says."""
+    reader = NodeReader(str(path), keep)
     return nodes_from_pages([read_items(path, "Node", raw=True, runs=reader.run)], str(path), reader)
 
 

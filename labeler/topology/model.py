@@ -92,11 +92,12 @@ class Snapshot:
             "problems": [p.to_dict() for p in self.problems],
         }
 
-    def strings(self) -> dict[str, str]:
-        """Its node names and values, each as its own key and value: for node records read after it to share
-        (1,000,000 nodes: a name and a host value a node, 150 MB)."""
+    def strings(self, values: bool = True) -> dict[str, str]:
+        """Its node names and (with `values`) values, each as its own key and value: for node records read after
+        it to share (1,000,000 nodes: a name and a host value a node, 150 MB; the table itself about 40 MB per
+        million strings, so values only for records that keep them)."""
         found = dict(zip(self.nodes, self.nodes))
-        for lv in self.levels:
+        for lv in self.levels if values else ():
             column = list(map(itemgetter(lv.name), self.nodes.values()))
             found.update(zip(column, column))
         return found

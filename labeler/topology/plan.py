@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from ..errors import PlanRefused, TopologyError
 from ..gcpause import paused_gc
-from ..io.nodes import MANAGED_ANNOTATION, Node
+from ..io.nodes import MANAGED_ANNOTATION, Keep, Node
 from .labelvalues import level_key_problems
 from .model import Ownership, Problem, Snapshot
 
@@ -111,6 +111,15 @@ def check_owned(snapshot: Snapshot, ownership: Ownership) -> None:
         why = ownership.problem(lv.label)
         if why:
             raise TopologyError(f"label key {lv.label!r} for level {lv.name!r} {why}")
+
+
+def reads(snapshot: Snapshot, ownership: Ownership = Ownership()) -> Keep:
+    """What `make_plan` reads of each node: the labels of the snapshot's level keys and of keys `ownership`
+    allows (all it may write or remove), and the managed-labels annotation; names and the values topolabel
+    wrote shared with the snapshot."""
+    levels = frozenset(lv.label for lv in snapshot.levels)
+    return Keep(labels=lambda key: key in levels or ownership.owns(key),
+                annotations=MANAGED_ANNOTATION.__eq__, strings=snapshot.strings())
 
 
 @paused_gc()  # a NodeChange and its dict and lists per node, no cycles: the collector would only walk them

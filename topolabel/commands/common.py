@@ -5,8 +5,9 @@ The Kubernetes client loads in a quarter of a second, so it is imported only whe
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from labeler.cluster.timeouts import Timeouts
 from labeler.errors import InputError
@@ -19,7 +20,7 @@ from ..pipeline import discover, read_config, read_snapshot, source_options
 from ..progress import terminal
 
 if TYPE_CHECKING:
-    from labeler.io.nodes import Node
+    from labeler.io.nodes import Keep, Node
     from labeler.settings.config import Config
 
 
@@ -111,16 +112,17 @@ def config_of(args: argparse.Namespace) -> Config:
 
 
 def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: str | None = None,
-                  provider_ids: bool = True, strings: dict[str, str] | None = None) -> list[Node]:
-    """Nodes from --nodes or the cluster; none when not required and no cluster was named (`provider_ids`,
-    `strings`: NodeReader's).
+                  keep: Keep | None = None) -> list[Node]:
+    """Nodes from --nodes or the cluster, the records keeping what `keep` says (all by default); none when not
+    required and no cluster was named.
 
     With --snapshot and no cluster named, `needed_for` says what the nodes are for, and the error when the
     default kubeconfig reaches no cluster says that --nodes would do instead."""
-    if args.nodes:
-        from labeler.io.nodes import load_nodes_file
+    from labeler.io.nodes import ALL, load_nodes_file
 
-        return load_nodes_file(args.nodes, provider_ids, strings)
+    keep = keep or ALL
+    if args.nodes:
+        return load_nodes_file(args.nodes, keep)
     named = args.kubeconfig or args.context
     if not required and not named:
         return []
@@ -133,7 +135,7 @@ def cluster_nodes(args: argparse.Namespace, required: bool = True, needed_for: s
                          f"-o yaml`) or a cluster with --kubeconfig/--context ({exc})") from None
     from labeler.cluster.kube import list_nodes
 
-    return list_nodes(api, provider_ids=provider_ids, strings=strings)
+    return list_nodes(api, keep=keep)
 
 
 def connect(args: argparse.Namespace, pool: int = 64) -> Any:
@@ -171,20 +173,25 @@ def snapshot_of(args: argparse.Namespace, cfg: Config | None, nodes: list[Node] 
             raise InputError(f"{', '.join(flags)}: a source's flags have no effect with --snapshot (the snapshot is "
                              "the topology); drop them, or drop --snapshot to discover")
         return read_snapshot(args.snapshot)
+    from labeler.io.nodes import Keep
+
     source, options = source_options(cfg, vars(args))
     # the records read here are handed over, not kept in a variable: `discover` lets them go before the snapshot
     return discover(cfg, source, options, nodes if nodes is not None else
-                    cluster_nodes(args, required=source.needs_nodes, provider_ids=source.reads_provider_id),
+                    cluster_nodes(args, required=source.needs_nodes, keep=Keep(source.reads_provider_id)),
                     origin=args.config or f"--source {source.name}", cluster=lambda: connect(args), progress=terminal())
 
 
-def snapshot_and_nodes(args: argparse.Namespace, cfg: Config | None, needed_for: str) -> tuple[Snapshot, list[Node]]:
+def snapshot_and_nodes(args: argparse.Namespace, cfg: Config | None, needed_for: str,
+                       reads: Callable[[Snapshot], Keep]) -> tuple[Snapshot, list[Node]]:
     """The snapshot (`snapshot_of`) and the cluster's nodes, for commands that need both. A --snapshot file is
     read first: a bad one is refused without reading the cluster, and the memory its decoding frees then holds
-    node records (100,000 nodes: 16 MiB less at plan's peak, 40 at kueue's)."""
+    node records (100,000 nodes: 16 MiB less at plan's peak, 40 at kueue's). `reads`: what the command reads
+    of each node given the snapshot, and the snapshot's strings the records share; with a --snapshot file the
+    records keep only that (a source would read the nodes whole)."""
     if args.snapshot:
         snapshot = snapshot_of(args, cfg)
-        # no providerID (only sources read it); the snapshot's node names and values shared with the records
-        return snapshot, cluster_nodes(args, needed_for=needed_for, provider_ids=False, strings=snapshot.strings())
+        keep = replace(reads(snapshot), provider_ids=False)  # no providerID: only sources read it
+        return snapshot, cluster_nodes(args, needed_for=needed_for, keep=keep)
     nodes = cluster_nodes(args, needed_for=needed_for)
     return snapshot_of(args, cfg, nodes), nodes

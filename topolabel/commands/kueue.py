@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from kueue_config.files import diff, read_dir, render, stream
-from kueue_config.objects import generate
+from kueue_config.objects import generate, reads
 from labeler.errors import InputError
 from labeler.gcpause import paused_gc
 
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_of(args)
     snapshot, nodes = snapshot_and_nodes(args, cfg, needed_for="which pool each node is in and what it holds "
                                          "(ResourceFlavors need the pool labels and taints, ClusterQueue quotas "
-                                         "the allocatable)")
+                                         "the allocatable)", reads=lambda snapshot: reads(snapshot, cfg.pools))
     result = generate(snapshot, nodes, cfg)
     if result.problems:
         problems_table(result.problems, sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 
 from labeler.gcpause import paused_gc
 from labeler.topology.model import Ownership
-from labeler.topology.plan import MAX_CHANGE_FRACTION, Plan, check_share, make_plan
+from labeler.topology.plan import MAX_CHANGE_FRACTION, Plan, check_share, make_plan, reads
 
 from ..output import emit, for_people, names, plan_table, view_of
 from . import COMMANDS
@@ -39,8 +39,10 @@ def plan_parents(parents: dict[str, argparse.ArgumentParser]) -> list[argparse.A
 def build(args: argparse.Namespace) -> Plan:
     """Discover (or read the snapshot), plan against the nodes, refuse too large a disturbance."""
     cfg = config_of(args) if args.config else None  # without one, no config models to build (start-up)
-    snapshot, nodes = snapshot_and_nodes(args, cfg, needed_for="which labels the nodes carry now")
-    plan = make_plan(snapshot, nodes, cfg.ownership() if cfg else Ownership())
+    ownership = cfg.ownership() if cfg else Ownership()
+    snapshot, nodes = snapshot_and_nodes(args, cfg, needed_for="which labels the nodes carry now",
+                                         reads=lambda snapshot: reads(snapshot, ownership))
+    plan = make_plan(snapshot, nodes, ownership)
     check_share(plan, cfg.plan.max_change_fraction if cfg else MAX_CHANGE_FRACTION, args.force)
     return plan
 
