@@ -173,14 +173,14 @@ def test_a_projection_is_the_same_on_either_path_and_shares_a_bounded_number(mon
     assert [n.labels for n in typed] == [n.labels for n in read]
     assert {k for n in typed for k in n.labels} == {"cloud.google.com/gce-topology-subblock",
                                                     "cloud.google.com/gce-topology-host"}
-    assert all(n.annotations is nodes_module.NO_ANNOTATIONS for n in typed + read)
+    assert all(n.annotations is nodes_module.EMPTY for n in typed + read)
     monkeypatch.setattr(nodes_module, "SHARED_PROJECTIONS", 3)
     pooled = load_nodes_file(as_json, Keep(labels="cloud.google.com/gce-topology-subblock".__eq__))
     assert len({id(n.labels) for n in pooled}) == 2  # two subblocks: two mappings for 20 nodes
     hosts = load_nodes_file(as_json, Keep(labels="cloud.google.com/gce-topology-host".__eq__))
     assert len({id(n.labels) for n in hosts}) == 20 and len({tuple(n.labels.items()) for n in hosts}) == 20
     nothing = load_nodes_file(as_json, Keep(labels=lambda key: False))
-    assert all(n.labels is nodes_module.NO_ANNOTATIONS for n in nothing)
+    assert all(n.labels is nodes_module.EMPTY for n in nothing)
 
 
 def test_a_snapshot_files_bytes_go_before_its_checks(tmp_path: Path, capsys, monkeypatch) -> None:

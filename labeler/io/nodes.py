@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # the readers below load when nodes are read (start-up time o
 
 # The kubelet's own conditions: Ready is `Node.ready`; the others Kubernetes acts on by itself (taints).
 KUBELET_CONDITIONS = frozenset({"Ready", "MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable"})
-# The annotations (or labels) of every node that has none: records are never changed in place, so they share one.
-NO_ANNOTATIONS: Mapping[str, str] = {}
+# The labels or annotations of a node that keeps none: records are never changed in place, so they share one.
+EMPTY: Mapping[str, str] = {}
 # Distinct projected label or annotation mappings a reader remembers to share (`Keep`): a cluster's pools are a
 # few; a value unique to each node (a host) would only fill the table.
 SHARED_PROJECTIONS = 4096
@@ -199,7 +199,7 @@ class NodeReader:
         same, labels, annotations = self._same, meta.labels, meta.annotations
         return Node(same(meta.name, meta.name),
                     self._shared_strings(labels) if self._label_keys is None else self._kept(labels, self._label_keys),
-                    self._kept(annotations, self._annotation_keys) if annotations else NO_ANNOTATIONS,
+                    self._kept(annotations, self._annotation_keys) if annotations else EMPTY,
                     spec.providerID if self._provider_ids else "", allocatable, taints, ready, spec.unschedulable, others)
 
     def done(self) -> list[Node]:
@@ -228,12 +228,12 @@ class NodeReader:
 
     def _kept(self, value: Mapping[str, str], keys: _KeyTest | None) -> Mapping[str, str]:
         """The entries of `value` whose keys `keys` keeps (all without a test), shared: equal projections are
-        one mapping (the first SHARED_PROJECTIONS distinct ones), and an empty one is NO_ANNOTATIONS."""
+        one mapping (the first SHARED_PROJECTIONS distinct ones), and an empty one is EMPTY."""
         if keys is None:
             return self._shared_strings(value)
         kept = tuple(filter(keys.__getitem__, value))
         if not kept:
-            return NO_ANNOTATIONS
+            return EMPTY
         items = tuple(zip(kept, map(value.__getitem__, kept)))
         found = self._projections.get(items)
         if found is None:
