@@ -76,13 +76,13 @@ def test_plan_reads_the_nodes_sharing_the_snapshots_strings(nodes_file: Path, tm
     seen = []
     make = plan_command.make_plan
 
-    def checking(snapshot, nodes, *args):
+    def checking(snapshot, nodes, *args, **kwargs):
         names = {name: name for name in snapshot.nodes}
         blocks = {v["block"]: v["block"] for v in snapshot.nodes.values()}
         labelled = [n.labels["topolabel.dev/block"] for n in nodes if n.labels]  # the one node topolabel labelled
         seen.append((all(names[n.name] is n.name for n in nodes), [blocks[v] is v for v in labelled],
                      {n.provider_id for n in nodes}))
-        return make(snapshot, nodes, *args)
+        return make(snapshot, nodes, *args, **kwargs)
 
     monkeypatch.setattr(plan_command, "make_plan", checking)
     assert main(["plan", "--snapshot", str(snap_file), "--nodes", str(nodes_file), "-o", "json"]) == 0
@@ -135,8 +135,8 @@ def test_plan_and_kueue_keep_only_what_they_read_and_answer_the_same(varied, tmp
     kept: dict[str, list[Node]] = {}
     for module, name in ((plan_command, "make_plan"), (kueue_command, "generate")):
         real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda snap, nodes, *args, real=real, name=name:
-                            (kept.__setitem__(name, nodes), real(snap, nodes, *args))[1])
+        monkeypatch.setattr(module, name, lambda snap, nodes, *args, real=real, name=name, **kwargs:
+                            (kept.__setitem__(name, nodes), real(snap, nodes, *args, **kwargs))[1])
     assert main(["plan", "--snapshot", str(snap_file), "--nodes", str(nodes_file), "-o", "json"]) == 0
     planned = json.loads(capsys.readouterr().out)
     assert planned == json.loads(json.dumps(make_plan(snapshot, whole).to_dict()))

@@ -11,7 +11,7 @@ from hack.synth import gke_cluster
 from labeler.cluster.apply import apply_plan
 from labeler.errors import PlanRefused, TopologyError
 from labeler.io.nodes import MANAGED_ANNOTATION, Node, parse_nodes
-from labeler.topology.model import Level, Snapshot, ownership
+from labeler.topology.model import Level, Problem, Snapshot, ownership
 from labeler.topology.placement import level_keys, to_snapshot
 from labeler.topology.plan import check_share, make_plan
 from providers.base import SourceContext
@@ -138,6 +138,27 @@ def test_node_not_in_cluster_is_reported(store: Store) -> None:
     snap.nodes["ghost"] = dict(next(iter(snap.nodes.values())))
     plan = make_plan(snap, store.nodes())
     assert any(p.node == "ghost" and "not in the cluster" in p.message for p in plan.problems)
+
+
+def test_a_plan_that_consumes_its_snapshot_is_the_same_plan(store: Store) -> None:
+    """`consume` releases each node's values as its change is made: the same changes, unchanged count,
+    problems (a node missing from either side, a claim) and claimed nodes; the snapshot keeps only the nodes
+    not in the cluster."""
+    nodes = store.nodes()
+    snap = gke_snapshot(nodes)
+    snap.nodes["ghost"] = dict(next(iter(snap.nodes.values())))
+    gone = sorted(snap.nodes)[3]
+    del snap.nodes[gone]
+    claimant = nodes[5].name
+    snap.problems.append(Problem("infiniband", "HCA 0x1 is claimed by two nodes", claimant, claim=True))
+    snap.problems.append(Problem("infiniband", "HCA 0x2 is claimed by a node not here", "elsewhere", claim=True))
+    kept = make_plan(snap, nodes)
+    consumed = make_plan(snap, nodes, consume=True)
+    assert consumed.to_dict() == kept.to_dict() and consumed.claimed == kept.claimed == {claimant}
+    assert (consumed.unchanged, consumed.total) == (kept.unchanged, kept.total) == (1, 20)
+    assert {p.message for p in kept.problems if p.node in ("ghost", gone)} == {
+        "placed by the source but not in the cluster", "not placed by the source; its labels are kept"}
+    assert list(snap.nodes) == ["ghost"]
 
 
 def test_patch_is_a_small_merge_patch(store: Store) -> None:

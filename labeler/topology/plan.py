@@ -62,6 +62,12 @@ class Plan:
     def disruptive(self) -> int:
         return sum(c.disruptive for c in self.changes)
 
+    def report(self) -> dict[str, Any]:
+        """`to_dict` with the changes and problems as they are, for a writer that turns each into its mapping
+        as it writes it (`topolabel.output.emit`): a first labelling of 1,000,000 nodes holds no million
+        mappings at once."""
+        return {"changes": self.changes, "unchanged": self.unchanged, "problems": self.problems}
+
     @paused_gc()  # a dict per change: 100,000 of them took 0.39 CPU s with the collector walking them, 0.02 without
     def to_dict(self) -> dict[str, Any]:
         return {"changes": [c.to_dict() for c in self.changes], "unchanged": self.unchanged,
@@ -123,30 +129,39 @@ def reads(snapshot: Snapshot, ownership: Ownership = Ownership()) -> Keep:
 
 
 @paused_gc()  # a NodeChange and its dict and lists per node, no cycles: the collector would only walk them
-def make_plan(snapshot: Snapshot, nodes: Sequence[Node], ownership: Ownership = Ownership()) -> Plan:
-    """The changes that bring `nodes` to the snapshot, writing and removing only keys `ownership` allows."""
+def make_plan(snapshot: Snapshot, nodes: Sequence[Node], ownership: Ownership = Ownership(),
+              consume: bool = False) -> Plan:
+    """The changes that bring `nodes` to the snapshot, writing and removing only keys `ownership` allows.
+
+    With `consume`, for a caller that has no further use for the snapshot, each node's values leave
+    `snapshot.nodes` as its change is made, so a change takes the memory its values held (a first labelling of
+    1,000,000 nodes: 260 MB less at plan's peak) and `snapshot.nodes` keeps only the nodes not in `nodes`."""
     check_owned(snapshot, ownership)
     problems = list(snapshot.problems)
     reported = {p.node for p in problems if p.node}
     planner = _Planner(snapshot, ownership)
     changes: list[NodeChange] = []
-    unchanged = 0
+    unchanged = found = 0
+    placed = len(snapshot.nodes)
+    values_of = snapshot.nodes.pop if consume else snapshot.nodes.get
     for node in sorted(nodes, key=attrgetter("name")):
-        values = snapshot.nodes.get(node.name)
+        values = values_of(node.name, None)
         if values is None:
             if node.name not in reported:
                 problems.append(Problem("plan", "not placed by the source; its labels are kept", node.name))
             unchanged += 1
             continue
+        found += 1
         change = planner.change(node, values)
         if change is None:
             unchanged += 1
         else:
             changes.append(change)
-    cluster = {n.name for n in nodes}
-    for name in sorted(snapshot.nodes.keys() - cluster):
-        problems.append(Problem("plan", "placed by the source but not in the cluster", name))
-    claimed = {p.node for p in snapshot.problems if p.claim and p.node in cluster}
+    if found < placed:  # a set of every name only then (1,000,000 nodes: 40 MB at plan's peak)
+        missing = snapshot.nodes.keys() - {n.name for n in nodes}
+        problems += [Problem("plan", "placed by the source but not in the cluster", name) for name in sorted(missing)]
+    claims = {p.node for p in snapshot.problems if p.claim and p.node}
+    claimed = {n.name for n in nodes if n.name in claims} if claims else set()
     return Plan(changes, unchanged, problems + planner.clashes, len(nodes), planner.clashes, claimed)
 
 

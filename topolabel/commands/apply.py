@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     result = apply_plan(plan, lambda name, body: patch_node(api, name, body, args.dry_run),
                         concurrency=args.concurrency or cfg.apply.concurrency, retries=cfg.apply.retries,
                         progress=terminal(), budget=args.request_timeout)
-    report = {**plan.to_dict(), "result": result.to_dict(), "dryRun": args.dry_run}
+    report = {**plan.report(), "result": result.to_dict(), "dryRun": args.dry_run}
     if for_people(args):
         verb = "would write" if args.dry_run else "wrote"
         say([f"{verb} {len(result.written)} node(s), {plan.unchanged} unchanged, {len(result.failed)} failed, "

@@ -42,7 +42,7 @@ def build(args: argparse.Namespace) -> Plan:
     ownership = cfg.ownership() if cfg else Ownership()
     snapshot, nodes = snapshot_and_nodes(args, cfg, needed_for="which labels the nodes carry now",
                                          reads=lambda snapshot: reads(snapshot, ownership))
-    plan = make_plan(snapshot, nodes, ownership)
+    plan = make_plan(snapshot, nodes, ownership, consume=True)  # the snapshot is not read again
     check_share(plan, cfg.plan.max_change_fraction if cfg else MAX_CHANGE_FRACTION, args.force)
     return plan
 
@@ -55,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
     elif args.output == "name":
         names("node", (c.node for c in plan.changes))
     else:
-        emit(plan.to_dict(), args.output)
+        emit(plan.report(), args.output)
     return 1 if args.exit_code and plan.changes else 0
