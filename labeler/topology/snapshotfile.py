@@ -44,6 +44,7 @@ class _Snapshot(msgspec.Struct, forbid_unknown_fields=True):
     problems: list[_Problem]
 
 
+@paused_gc()  # a dict per node, no cycles: the collector would only walk them
 def read_snapshot(path: str) -> Snapshot:
     """A snapshot file (or '-' for stdin), checked like discovery output: it is untrusted input."""
     data = read_bytes(path)
@@ -63,7 +64,6 @@ def parse_snapshot(data: bytes, origin: str) -> Snapshot:
     return _generic(data, origin) if found is None else _snapshot(found, origin)
 
 
-@paused_gc()
 def _decoded(data: bytes) -> _Snapshot | None:
     """The file decoded into the snapshot's shape; None when it is not JSON of that shape."""
     try:
@@ -78,7 +78,6 @@ def _generic(data: bytes, origin: str) -> Snapshot:
     return snapshot_from_dict(load(text_of(data, origin), origin), origin)
 
 
-@paused_gc()
 def _snapshot(found: _Snapshot, origin: str) -> Snapshot:
     """The snapshot `found` holds, checked; through the generic reader when a check fails (its messages)."""
     return _checked(found, origin) or snapshot_from_dict(_as_data(found), origin)
