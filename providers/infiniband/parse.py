@@ -10,15 +10,17 @@ anything they cannot read. Or, for text laid out the way ibnetdiscover prints it
 one, one record a line, `\\n` line ends), one pass of `_RECORDS` over the whole text, which finds the same
 records with the same fields in 60% of the time the line-by-line reading takes; it is used only when it read
 every record line (its last branch finds any other), so what it reads is what the line-by-line reading reads.
-Either way the records go through `_build`, one loop with the work per record inline: the 35,000 port lines
-of an 8,192-HCA fabric are most of a discovery's time.
+It reads the text a slice of whole lines at a time, each slice's records built and freed before the next:
+the records of a whole 32,768-HCA capture at once held 70 MB, and faulting that memory in cost a tenth of the
+discovery's CPU. Either way the records go through `_build`, one loop with the work per record inline: the
+35,000 port lines of an 8,192-HCA fabric are most of a discovery's time.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Iterable, Iterator
 
@@ -55,6 +57,7 @@ _RECORDS = re.compile(
     r'|\n(Switch|Ca|Rt)\t([0-9]{1,9}+) "([SHR]-[0-9a-f]++)"\t\t# "([^"\n]*+)"(?: (?:enhanced|base) port\b[^"\n]*+)?+(?=\n)'
     r'|\n(\[|Switch|Ca|Rt)')
 _UNREAD = 11  # the group of the last branch
+_SLICE = 1 << 16  # characters the bulk reading reads at a time (then to the line's end): about 650 records
 # `str.splitlines` ends lines at these too; text holding any is read line by line.
 _OTHER_LINE_ENDS = ("\r", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 _RATE = re.compile(r"^([0-9]{1,9})x([A-Z0-9]+)$")
@@ -96,7 +99,7 @@ def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = N
         try:
             return _build(records, names or {})
         except _Refused:
-            pass  # said below, with the line it is about
+            pass  # said below, with the line it is about (an unread record line is refused too)
     lines = _LineRecords(text, origin)
     try:
         return _build(lines, names or {})
@@ -115,15 +118,33 @@ class _Empty(_Refused):
     """No records at all."""
 
 
-def _bulk_records(text: str) -> list[Record] | None:
-    """Every record by one pass over the text, or None when that pass would not find each record line."""
+class _Unread(_Refused):
+    """A record line the bulk reading cannot read; the line-by-line reading says which."""
+
+
+def _bulk_records(text: str) -> Iterator[Record] | None:
+    """Every record by passes of `_RECORDS` over the text, or None when its line ends are not all `\n`; a record
+    line they cannot read is an `_Unread` when it is reached."""
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     if any(end in text for end in _OTHER_LINE_ENDS):
         return None
-    text = f"\n{text}\n"
-    records = _RECORDS.findall(text)
-    return None if any(map(itemgetter(_UNREAD), records)) else records
+    return chain.from_iterable(_slices_read(text))
+
+
+def _slices_read(text: str) -> Iterator[list[Record]]:
+    """The records of each slice of whole lines; each line read as in the whole text (a record is one line, from
+    the `\n` before it to the one after it)."""
+    start, size = 0, len(text)
+    while start < size:
+        end = text.find("\n", start + _SLICE)
+        if end < 0:
+            end = size
+        records = _RECORDS.findall(f"\n{text[start:end]}\n")
+        if any(map(itemgetter(_UNREAD), records)):
+            raise _Unread
+        yield records
+        start = end + 1
 
 
 class _LineRecords:
@@ -165,12 +186,13 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
     cables: list[tuple[int, int, int, int, int]] = []
     rate_of: dict[str, int] = {}  # rate as written -> index into rates
     rates: list[Rate] = []
-    number = _NUMBERS.get
+    number, find, add_cable, has_peer_desc = _NUMBERS.get, index.get, cables.append, peer_desc.__contains__
+    last_rate, rate_index = "", -1  # most cables share the last one's rate
     current, here = -1, {}
     for port_text, pguid, remote_id, rport_text, rpguid, rdesc, rate, kind_name, count, node_id, desc, _ in records:
         if kind_name:
             kind = KINDS[kind_name]
-            node = index.get(node_id)
+            node = find(node_id)
             if node is None:
                 node = _node(node_id, kind, by_guid, guids, kinds, own_desc, nports, ports)
                 if ID_KINDS[node_id[0]] == kind:  # else a port line naming this id says what it is, as it should
@@ -184,7 +206,7 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
             continue
         if current < 0:
             raise _Refused("port line before any Switch or Ca line")
-        remote = index.get(remote_id)
+        remote = find(remote_id)
         if remote is None:
             remote = index[remote_id] = _node(remote_id, ID_KINDS[remote_id[0]], by_guid, guids, kinds, own_desc,
                                               nports, ports)
@@ -196,7 +218,7 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
             port_guids[(current, port)] = pguid
         if rpguid:
             port_guids[(remote, rport)] = rpguid
-        if remote not in peer_desc:
+        if not has_peer_desc(remote):
             peer_desc[remote] = rdesc
         seen = here.get(port)
         if seen is not None:
@@ -206,13 +228,15 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
         there = ports[remote]
         if rport in there:
             raise _Refused(_cabled_twice(guids, (remote, rport), there[rport], (current, port)))
-        rate_index = rate_of.get(rate)
-        if rate_index is None:
-            rate_index = rate_of[rate] = _rate_index(rate, rates)
+        if rate != last_rate:
+            rate_index = rate_of.get(rate)
+            if rate_index is None:
+                rate_index = rate_of[rate] = _rate_index(rate, rates)
+            last_rate = rate
         cable = len(cables)
         here[port] = (remote, rport, cable)
         there[rport] = (current, port, cable)
-        cables.append((current, port, remote, rport, rate_index))
+        add_cable((current, port, remote, rport, rate_index))
     if not guids:
         raise _Empty
     descs = _settled_descriptions(guids, kinds, own_desc, peer_desc, names)
