@@ -229,9 +229,8 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
         if rport in there:
             raise _Refused(_cabled_twice(guids, (remote, rport), there[rport], (current, port)))
         if rate != last_rate:
-            rate_index = rate_of.get(rate)
-            if rate_index is None:
-                rate_index = rate_of[rate] = _rate_index(rate, rates)
+            known = rate_of.get(rate)
+            rate_index = rate_of[rate] = _rate_index(rate, rates) if known is None else known
             last_rate = rate
         cable = len(cables)
         here[port] = (remote, rport, cable)
