@@ -5,6 +5,11 @@ in a reference cycle, so the collector finds nothing; yet it runs every 700 allo
 grows, walks everything allocated so far. On an 8,192-HCA fabric that was about 0.1 CPU s of a 0.7 s
 `discover` (0.80 -> 0.71 with the collector off, load 11). Reference counting still frees everything as
 usual; cycles made meanwhile are collected once the collector is back.
+
+Pause over the whole life of such a structure, not over each step that builds or reads it: every object
+allocated while the collector was off is in its youngest generation when it comes back, so the first
+collection after a paused step walks all of them that are still alive (the InfiniBand fabric between its
+reading and its placement: 100M of 4,150M instructions of a 32,768-HCA discovery).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import argparse
 from typing import Any
 
 from labeler.errors import InputError, SourceError
+from labeler.gcpause import paused_gc
 from labeler.io.files import read_text
 from labeler.topology.model import Discovery
 
@@ -46,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     options.add_fabric_arguments(parser, NAME)
 
 
+@paused_gc()  # the fabric's lifetime: read, placed, let go (see labeler.gcpause)
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(options.InfinibandOptions, ctx)
     from .locate import locate  # the parser and placement load only when it runs

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labeler.errors import InputError, SourceError
+from labeler.gcpause import paused_gc
 from labeler.topology.model import Discovery
 
 from ..base import Source, SourceContext, parse_options
@@ -53,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_fabric_arguments(parser, NAME)
 
 
+@paused_gc()  # the fabric's lifetime: read, placed, let go (see labeler.gcpause)
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(UfmOptions, ctx)
     from .locate import locate  # the REST client, parser and placement load only when it runs
