@@ -16,11 +16,15 @@ that load from other work falls on all alike; figures are medians of --runs runs
 - ibsizes: rail-optimised three-tier fabrics of 1,024 to 32,768 HCAs, each capture as ibnetdiscover prints
   it (`hack.ibfabric.Fabric.capture_text`; ibsim cannot simulate 32,768 HCAs here), read by the bare
   interpreter (`python -c pass`), a minimal Python reader (bench/ibminimal.py), topolabel and Topograph.
+  With --installed the three Python steps run from a virtual environment holding this checkout as pip installs
+  it (bytecode compiled), so that start-up is a user's: this machine's interpreter runs an editable-install
+  finder and site-wide .pth files at every start (0.02-0.04 CPU s of `python -c pass` here) that a
+  virtual environment does not.
 - aws: instances in moto with DescribeInstanceTopology (testkit/moto_topology.py), as bench/aws.py; topolabel
   is pointed at it with --endpoint-url, Topograph's provider through the AWS SDK's AWS_ENDPOINT_URL_EC2
   (no code change). Calls are counted by the server; both tools' labels are compared layer by layer.
 
-Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768]
+Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768] [--installed]
      [--topograph-source DIR [--topograph-version v1.0.0]] [--instances N] [--others N]
 """
 
@@ -43,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from bench.measure import ROOT, Run, load, measure, proc_cpu, topolabel
+from bench.measure import ROOT, SHIPPED, Run, load, measure, proc_cpu, topolabel
 from bench.table import print_table
 
 HARNESS_SRC = Path(__file__).with_name("topograph-harness")
@@ -205,7 +209,11 @@ def infiniband(name: str, spec: object, tmp: Path, runs: int, tg: Harness) -> di
 
 
 def discover_ib(capture: Path) -> list[str]:
-    return topolabel("discover", "--source", "infiniband", "--ibnetdiscover", str(capture), "-o", "json")
+    return topolabel(*discover_args(capture))
+
+
+def discover_args(capture: Path) -> list[str]:
+    return ["discover", "--source", "infiniband", "--ibnetdiscover", str(capture), "-o", "json"]
 
 
 def placements(fabric: object, ours: str, labels: Path) -> dict[str, object]:
@@ -231,11 +239,28 @@ def placements(fabric: object, ours: str, labels: Path) -> dict[str, object]:
 SIZES = {1024: dict(pods=2, sus=2), 8192: dict(pods=8, sus=4), 32768: dict(pods=32, sus=4)}
 
 
-def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness) -> list[dict[str, object]]:
+def installed(tmp: Path) -> Path:
+    """The bin/ of a virtual environment holding this checkout as pip installs it, its bytecode compiled."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(ROOT)],
+                   check=True, timeout=900)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    subprocess.run([str(python), "-m", "compileall", "-q", *(str(Path(site) / p) for p in SHIPPED)],
+                   check=True, capture_output=True, timeout=300)
+    return venv / "bin"
+
+
+def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness,
+             venv: Path | None = None) -> list[dict[str, object]]:
     """Each size's capture as ibnetdiscover prints it (`Fabric.capture_text`: ibsim cannot simulate 32,768 HCAs
-    here), read by the bare interpreter, a minimal Python reader, topolabel and Topograph, all interleaved."""
+    here), read by the bare interpreter, a minimal Python reader, topolabel and Topograph, all interleaved; the
+    Python steps from `venv` (a bin/ made by `installed`) when given, else from this checkout."""
     from hack.ibfabric import Spec, build
 
+    python = str(venv / "python") if venv else sys.executable
     rows = []
     for size in sizes:
         fabric = build(Spec(rails=8, hosts=32, spines=16, uplinks=2, cores=8, **SIZES[size]))  # type: ignore[arg-type]
@@ -244,10 +269,11 @@ def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness) -> list[di
         nodes_file.write_text("".join(f"{h}\n" for h in sorted(fabric.truth.guids)))
         labels_out, conf_out = tmp / "topograph-labels.json", tmp / "topology.conf"
         steps = {
-            "python -c pass": [sys.executable, "-c", "pass"],
-            "minimal Python reader (bench/ibminimal.py)": [sys.executable, str(ROOT / "bench" / "ibminimal.py"),
+            "python -c pass": [python, "-c", "pass"],
+            # -P: not bench/ first on its path, where bench/operator.py would stand in for the standard module
+            "minimal Python reader (bench/ibminimal.py)": [python, "-P", str(ROOT / "bench" / "ibminimal.py"),
                                                            str(capture)],
-            "topolabel": discover_ib(capture),
+            "topolabel": [str(venv / "topolabel"), *discover_args(capture)] if venv else discover_ib(capture),
             f"Topograph {tg.version}": [str(tg.binary), "ib", "-ibnetdiscover", str(capture), "-nodes",
                                         str(nodes_file), "-labels", str(labels_out), "-slurm", str(conf_out)],
         }
@@ -391,6 +417,8 @@ def main() -> None:
                         help="a copy of Topograph's repository to build the harness from (default: the version "
                              "bench/topograph-harness/go.mod requires, from the module proxy)")
     parser.add_argument("--topograph-version", default="v1.0.0", help="the version --topograph-source holds")
+    parser.add_argument("--installed", action="store_true",
+                        help="ibsizes: run the Python steps from a virtual environment with this checkout pip-installed")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -406,8 +434,10 @@ def main() -> None:
 
             ib_tables([infiniband(name, spec, Path(tmp), args.runs, tg) for name, spec in FABRICS.items()])
         if "ibsizes" in parts:
-            print_table(f"InfiniBand captures by size, CPU s (user + system), medians of {args.runs} interleaved",
-                        ib_sizes(sizes, Path(tmp), args.runs, tg))
+            venv = installed(Path(tmp)) if args.installed else None
+            how = f"installed in {venv.parent}" if venv else "run from this checkout"
+            print_table(f"InfiniBand captures by size, CPU s (user + system), medians of {args.runs} interleaved; "
+                        f"topolabel {how}", ib_sizes(sizes, Path(tmp), args.runs, tg, venv))
         if "aws" in parts:
             print_table("AWS against moto, whole processes (medians)",
                         aws(Path(tmp), args.runs, args.instances, args.others, tg))
