@@ -42,6 +42,8 @@ PortEnd = tuple[int, int, int]  # (peer node, peer port, cable)
 
 @dataclass
 class Fabric:
+    """A fabric as columns (this module's docstring says what each holds)."""
+
     guids: list[int]
     kinds: list[str]
     descs: list[str]

@@ -45,6 +45,8 @@ def split_guids(value: str) -> list[str]:
 
 @dataclass(frozen=True)
 class FabricOptions:
+    """How the fabric sources (infiniband, ufm) place hosts: who owns an HCA, which HCAs count, what to leave out."""
+
     guid_map: str | None = None
     hca_pattern: str | None = field(default=None, metadata={"check": _compiles})
     guid_annotation: str = ANNOTATION
@@ -72,6 +74,8 @@ def add_fabric_arguments(parser: argparse.ArgumentParser, source: str) -> None:
 
 @dataclass(frozen=True)
 class InfinibandOptions(FabricOptions):
+    """Where the infiniband source reads its fabric: a published one, a saved capture, or ibnetdiscover run here."""
+
     ib_fabric: str | None = None  # a published fabric's name; "*": the only one published
     ib_namespace: str = DEFAULT_NAMESPACE
     ib_max_age: float = field(default=1800.0, metadata={"gt": 0, "check": _finite})
