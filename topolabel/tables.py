@@ -10,6 +10,7 @@ that does not fit, each row is printed as a block, its first cell on a line and 
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -44,13 +45,8 @@ class View:
 
 
 def terminal_width(default: int = 80) -> int:
-    """$COLUMNS, else the terminal's width, else 80 (a pipe or a file). shutil (and the compression modules it
-    imports: 6 ms of a start-up) loads only for a terminal or $COLUMNS."""
-    if not (os.environ.get("COLUMNS") or _tty()):
-        return default
-    import shutil
-
-    return shutil.get_terminal_size((default, 24)).columns
+    """$COLUMNS, else the terminal's width, else 80 (a pipe or a file)."""
+    return shutil.get_terminal_size((default, 24)).columns if os.environ.get("COLUMNS") or _tty() else default
 
 
 def _tty() -> bool:
