@@ -240,11 +240,15 @@ SIZES = {1024: dict(pods=2, sus=2), 8192: dict(pods=8, sus=4), 32768: dict(pods=
 
 
 def installed(tmp: Path) -> Path:
-    """The bin/ of a virtual environment holding this checkout as pip installs it, its bytecode compiled."""
-    venv = tmp / "venv"
+    """The bin/ of a virtual environment holding this checkout as pip installs it, its bytecode compiled; built
+    from a copy of the sources, so that the build's build/ and egg-info stay out of the working tree."""
+    from testkit.environment import NOT_SOURCES
+
+    source, venv = tmp / "src", tmp / "venv"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(ROOT)],
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(source)],
                    check=True, timeout=900)
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()

@@ -4,6 +4,7 @@ developer's machine, a failure under CI=true."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import NoReturn
 
@@ -14,6 +15,11 @@ from hack.testcluster import kueue_crd_dir
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 EXAMPLES = ROOT / "examples"
+# What a checkout holds beside the sources; left out of a copy a build runs in (the wheel test, bench's installed
+# topolabel), so the build writes its egg-info and build/ there rather than in the working tree, whose stale
+# build/lib would otherwise go into the next wheel built from it.
+NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__",
+                                     ".pytest_cache")
 
 
 def in_ci() -> bool:

@@ -18,12 +18,7 @@ import yaml
 
 from hack import image, krew
 from hack.image import CACHE, project_version
-from testkit.environment import EXAMPLES, ROOT, skip_or_fail
-
-# What a checkout holds beside the sources; left out of the copy the build runs in, so it writes its
-# egg-info and build/ there rather than in the working tree.
-NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "out", "build", "dist", "*.egg-info", "__pycache__",
-                                     ".pytest_cache")
+from testkit.environment import EXAMPLES, NOT_SOURCES, ROOT, skip_or_fail
 
 
 def test_krew_manifest_matches_the_archive_and_the_project() -> None:
