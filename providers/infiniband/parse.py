@@ -7,7 +7,7 @@ links become cables; each is listed at both ends and kept once.
 Two ways to find the records, one reading of them. Line by line, each line against the expressions of its
 kind (`_HEADER`, `_PORT`), which take every spacing the tool or an editor may leave and name the line of
 anything they cannot read. Or, for text laid out the way ibnetdiscover prints it (a tab or space where it puts
-one, one record a line, `\\n` line ends), one pass of `_RECORDS` over the whole text, which finds the same
+one, one record a line, `\\n` line ends), passes of `_RECORDS` over the text, which find the same
 records with the same fields in 60% of the time the line-by-line reading takes; it is used only when it read
 every record line (its last branch finds any other), so what it reads is what the line-by-line reading reads.
 It reads the text a slice of whole lines at a time, each slice's records built and freed before the next:
@@ -186,13 +186,12 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
     cables: list[tuple[int, int, int, int, int]] = []
     rate_of: dict[str, int] = {}  # rate as written -> index into rates
     rates: list[Rate] = []
-    number, find, add_cable, has_peer_desc = _NUMBERS.get, index.get, cables.append, peer_desc.__contains__
-    last_rate, rate_index = "", -1  # most cables share the last one's rate
+    number = _NUMBERS.get
     current, here = -1, {}
     for port_text, pguid, remote_id, rport_text, rpguid, rdesc, rate, kind_name, count, node_id, desc, _ in records:
         if kind_name:
             kind = KINDS[kind_name]
-            node = find(node_id)
+            node = index.get(node_id)
             if node is None:
                 node = _node(node_id, kind, by_guid, guids, kinds, own_desc, nports, ports)
                 if ID_KINDS[node_id[0]] == kind:  # else a port line naming this id says what it is, as it should
@@ -206,7 +205,7 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
             continue
         if current < 0:
             raise _Refused("port line before any Switch or Ca line")
-        remote = find(remote_id)
+        remote = index.get(remote_id)
         if remote is None:
             remote = index[remote_id] = _node(remote_id, ID_KINDS[remote_id[0]], by_guid, guids, kinds, own_desc,
                                               nports, ports)
@@ -218,7 +217,7 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
             port_guids[(current, port)] = pguid
         if rpguid:
             port_guids[(remote, rport)] = rpguid
-        if not has_peer_desc(remote):
+        if remote not in peer_desc:
             peer_desc[remote] = rdesc
         seen = here.get(port)
         if seen is not None:
@@ -228,14 +227,13 @@ def _build(records: Iterable[Record], names: dict[int, str]) -> Fabric:
         there = ports[remote]
         if rport in there:
             raise _Refused(_cabled_twice(guids, (remote, rport), there[rport], (current, port)))
-        if rate != last_rate:
-            known = rate_of.get(rate)
-            rate_index = rate_of[rate] = _rate_index(rate, rates) if known is None else known
-            last_rate = rate
+        rate_index = rate_of.get(rate)
+        if rate_index is None:
+            rate_index = rate_of[rate] = _rate_index(rate, rates)
         cable = len(cables)
         here[port] = (remote, rport, cable)
         there[rport] = (current, port, cable)
-        add_cable((current, port, remote, rport, rate_index))
+        cables.append((current, port, remote, rport, rate_index))
     if not guids:
         raise _Empty
     descs = _settled_descriptions(guids, kinds, own_desc, peer_desc, names)
