@@ -6,6 +6,7 @@ whole text would."""
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from providers.infiniband.parse import _build, _LineRecords, parse_ibnetdiscover
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "fabrics"
 
 
+@cache  # built once: collection and every test read the same texts
 def captures() -> dict[str, str]:
     texts = {"rail": build(Spec(rails=8, hosts=32, spines=16, uplinks=2, cores=8, pods=2, sus=2)).capture_text(
         switches_first=True)}
