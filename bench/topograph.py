@@ -19,12 +19,14 @@ that load from other work falls on all alike; figures are medians of --runs runs
   With --installed the three Python steps run from a virtual environment holding this checkout as pip installs
   it (bytecode compiled), so that start-up is a user's: this machine's interpreter runs an editable-install
   finder and site-wide .pth files at every start (0.02-0.04 CPU s of `python -c pass` here) that a
-  virtual environment does not.
+  virtual environment does not. `--installed /usr/bin/python3` makes it of Debian's interpreter, the one the
+  image ships (the agent and the collector run there); this machine's pyenv build has neither profile-guided
+  nor link-time optimisation and runs the same code 15-20% slower.
 - aws: instances in moto with DescribeInstanceTopology (testkit/moto_topology.py), as bench/aws.py; topolabel
   is pointed at it with --endpoint-url, Topograph's provider through the AWS SDK's AWS_ENDPOINT_URL_EC2
   (no code change). Calls are counted by the server; both tools' labels are compared layer by layer.
 
-Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768] [--installed]
+Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768] [--installed [PYTHON]]
      [--topograph-source DIR [--topograph-version v1.0.0]] [--instances N] [--others N]
 """
 
@@ -239,22 +241,30 @@ def placements(fabric: object, ours: str, labels: Path) -> dict[str, object]:
 SIZES = {1024: dict(pods=2, sus=2), 8192: dict(pods=8, sus=4), 32768: dict(pods=32, sus=4)}
 
 
-def installed(tmp: Path) -> Path:
-    """The bin/ of a virtual environment holding this checkout as pip installs it, its bytecode compiled; built
-    from a copy of the sources, so that the build's build/ and egg-info stay out of the working tree."""
+def installed(tmp: Path, interpreter: str) -> Path:
+    """The bin/ of a virtual environment of `interpreter` holding this checkout as pip installs it (pinned by
+    .ci/constraints.txt, as the image is), its bytecode compiled; built from a copy of the sources, so that the
+    build's build/ and egg-info stay out of the working tree."""
     from testkit.environment import NOT_SOURCES
 
     source, venv = tmp / "src", tmp / "venv"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([interpreter, "-m", "venv", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(source)],
-                   check=True, timeout=900)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--constraint",
+                    str(source / ".ci" / "constraints.txt"), str(source)], check=True, timeout=900)
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()
     subprocess.run([str(python), "-m", "compileall", "-q", *(str(Path(site) / p) for p in SHIPPED)],
                    check=True, capture_output=True, timeout=300)
     return venv / "bin"
+
+
+def interpreter(venv: Path) -> str:
+    """The Python a virtual environment's bin/ runs, as `3.11.2 (/usr/bin/python3.11)`."""
+    return subprocess.run([str(venv / "python"), "-c", "import platform, sys; "
+                           "print(platform.python_version(), f'({sys._base_executable})')"],
+                          check=True, capture_output=True, text=True, timeout=60).stdout.strip()
 
 
 def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness,
@@ -421,8 +431,10 @@ def main() -> None:
                         help="a copy of Topograph's repository to build the harness from (default: the version "
                              "bench/topograph-harness/go.mod requires, from the module proxy)")
     parser.add_argument("--topograph-version", default="v1.0.0", help="the version --topograph-source holds")
-    parser.add_argument("--installed", action="store_true",
-                        help="ibsizes: run the Python steps from a virtual environment with this checkout pip-installed")
+    parser.add_argument("--installed", nargs="?", const=sys.executable, metavar="PYTHON",
+                        help="ibsizes: run the Python steps from a virtual environment of PYTHON (default: this "
+                             "interpreter; /usr/bin/python3 is Debian's, the one the image ships) with this "
+                             "checkout pip-installed")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -438,8 +450,8 @@ def main() -> None:
 
             ib_tables([infiniband(name, spec, Path(tmp), args.runs, tg) for name, spec in FABRICS.items()])
         if "ibsizes" in parts:
-            venv = installed(Path(tmp)) if args.installed else None
-            how = f"installed in {venv.parent}" if venv else "run from this checkout"
+            venv = installed(Path(tmp), args.installed) if args.installed else None
+            how = f"installed for {interpreter(venv)} in {venv.parent}" if venv else "run from this checkout"
             print_table(f"InfiniBand captures by size, CPU s (user + system), medians of {args.runs} interleaved; "
                         f"topolabel {how}", ib_sizes(sizes, Path(tmp), args.runs, tg, venv))
         if "aws" in parts:

@@ -7,9 +7,12 @@ reads, directories where files belong, and wrong types in every field the comman
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,6 +21,7 @@ import yaml
 
 from labeler.errors import InputError
 from labeler.io.documents import MAX_DEPTH, load, read_document
+from labeler.io.files import _bounded_read, read_bytes
 from labeler.io.jsonlist import MAX_NESTING
 from testkit.environment import EXAMPLES, ROOT
 from topolabel.cli import main
@@ -237,3 +241,19 @@ def test_files_are_read_within_a_memory_limit(tmp_path: Path) -> None:
                           timeout=120, cwd=ROOT)
     assert (done.returncode, done.stderr) == (0, "")
     assert done.stdout.splitlines() == ["{'levels': ['block']}", f"{huge}: larger than 1024 MiB"]
+
+
+def test_a_file_is_read_whole_whatever_size_it_states(tmp_path: Path) -> None:
+    """A regular file is read at the size it states, in one buffer; one that grew since its size was taken, a
+    stream with no size and a FIFO (size 0) are read whole too, byte for byte, past the MiB chunks."""
+    data = bytes(range(256)) * 12_000
+    assert _bounded_read(io.BytesIO(data), len(data)) == data
+    assert _bounded_read(io.BytesIO(data), 1000) == data
+    assert _bounded_read(io.BytesIO(data)) == data
+    (tmp_path / "file").write_bytes(data)
+    assert read_bytes(tmp_path / "file") == data
+    os.mkfifo(tmp_path / "fifo")
+    writer = threading.Thread(target=(tmp_path / "fifo").write_bytes, args=(data,), daemon=True)
+    writer.start()
+    assert read_bytes(tmp_path / "fifo") == data
+    writer.join(10)
