@@ -21,12 +21,13 @@ that load from other work falls on all alike; figures are medians of --runs runs
   finder and site-wide .pth files at every start (0.02-0.04 CPU s of `python -c pass` here) that a
   virtual environment does not. `--installed /usr/bin/python3` makes it of Debian's interpreter, the one the
   image ships (the agent and the collector run there); this machine's pyenv build has neither profile-guided
-  nor link-time optimisation and runs the same code 15-20% slower.
+  nor link-time optimisation and runs the same code 15-20% slower. Given again (`--installed --installed
+  /usr/bin/python3`), each interpreter's steps run side by side, interleaved with the others.
 - aws: instances in moto with DescribeInstanceTopology (testkit/moto_topology.py), as bench/aws.py; topolabel
   is pointed at it with --endpoint-url, Topograph's provider through the AWS SDK's AWS_ENDPOINT_URL_EC2
   (no code change). Calls are counted by the server; both tools' labels are compared layer by layer.
 
-Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768] [--installed [PYTHON]]
+Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768] [--installed [PYTHON]]...
      [--topograph-source DIR [--topograph-version v1.0.0]] [--instances N] [--others N]
 """
 
@@ -241,40 +242,42 @@ def placements(fabric: object, ours: str, labels: Path) -> dict[str, object]:
 SIZES = {1024: dict(pods=2, sus=2), 8192: dict(pods=8, sus=4), 32768: dict(pods=32, sus=4)}
 
 
-def installed(tmp: Path, interpreter: str) -> Path:
-    """The bin/ of a virtual environment of `interpreter` holding this checkout as pip installs it (pinned by
-    .ci/constraints.txt, as the image is), its bytecode compiled; built from a copy of the sources, so that the
-    build's build/ and egg-info stay out of the working tree."""
+def installed(tmp: Path, python: str) -> Path:
+    """The bin/ of a virtual environment of the interpreter `python` holding this checkout as pip installs it
+    (pinned by .ci/constraints.txt, as the image is), its bytecode compiled; built from a copy of the sources, so
+    that the build's build/ and egg-info stay out of the working tree."""
     from testkit.environment import NOT_SOURCES
 
-    source, venv = tmp / "src", tmp / "venv"
-    shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
-    subprocess.run([interpreter, "-m", "venv", str(venv)], check=True, timeout=300)
-    python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--constraint",
+    source, venv = tmp / "src", Path(tempfile.mkdtemp(prefix="venv-", dir=tmp))
+    if not source.exists():
+        shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
+    subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
+    inside = str(venv / "bin" / "python")
+    subprocess.run([inside, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--constraint",
                     str(source / ".ci" / "constraints.txt"), str(source)], check=True, timeout=900)
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+    site = subprocess.run([inside, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()
-    subprocess.run([str(python), "-m", "compileall", "-q", *(str(Path(site) / p) for p in SHIPPED)],
+    subprocess.run([inside, "-m", "compileall", "-q", *(str(Path(site) / p) for p in SHIPPED)],
                    check=True, capture_output=True, timeout=300)
     return venv / "bin"
 
 
 def interpreter(venv: Path) -> str:
-    """The Python a virtual environment's bin/ runs, as `3.11.2 (/usr/bin/python3.11)`."""
+    """The Python a virtual environment's bin/ runs, as `Python 3.11.2 (/usr/bin/python3.11)`."""
     return subprocess.run([str(venv / "python"), "-c", "import platform, sys; "
-                           "print(platform.python_version(), f'({sys._base_executable})')"],
+                           "print('Python', platform.python_version(), f'({sys._base_executable})')"],
                           check=True, capture_output=True, text=True, timeout=60).stdout.strip()
 
 
 def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness,
-             venv: Path | None = None) -> list[dict[str, object]]:
+             venvs: Sequence[Path] = ()) -> list[dict[str, object]]:
     """Each size's capture as ibnetdiscover prints it (`Fabric.capture_text`: ibsim cannot simulate 32,768 HCAs
     here), read by the bare interpreter, a minimal Python reader, topolabel and Topograph, all interleaved; the
-    Python steps from `venv` (a bin/ made by `installed`) when given, else from this checkout."""
+    Python steps from each of `venvs` (bin/s made by `installed`, named by their interpreter's version) when
+    given, else from this checkout."""
     from hack.ibfabric import Spec, build
 
-    python = str(venv / "python") if venv else sys.executable
+    pythons = {f" on {interpreter(venv).split(' (')[0]}": venv for venv in venvs} or {"": None}
     rows = []
     for size in sizes:
         fabric = build(Spec(rails=8, hosts=32, spines=16, uplinks=2, cores=8, **SIZES[size]))  # type: ignore[arg-type]
@@ -282,26 +285,30 @@ def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness,
         capture.write_text(fabric.capture_text(switches_first=True))
         nodes_file.write_text("".join(f"{h}\n" for h in sorted(fabric.truth.guids)))
         labels_out, conf_out = tmp / "topograph-labels.json", tmp / "topology.conf"
-        steps = {
-            "python -c pass": [python, "-c", "pass"],
+        steps: dict[str, list[str]] = {}
+        for on, venv in pythons.items():
+            python = str(venv / "python") if venv else sys.executable
+            steps[f"python -c pass{on}"] = [python, "-c", "pass"]
             # -P: not bench/ first on its path, where bench/operator.py would stand in for the standard module
-            "minimal Python reader (bench/ibminimal.py)": [python, "-P", str(ROOT / "bench" / "ibminimal.py"),
-                                                           str(capture)],
-            "topolabel": [str(venv / "topolabel"), *discover_args(capture)] if venv else discover_ib(capture),
-            f"Topograph {tg.version}": [str(tg.binary), "ib", "-ibnetdiscover", str(capture), "-nodes",
-                                        str(nodes_file), "-labels", str(labels_out), "-slurm", str(conf_out)],
-        }
+            steps[f"minimal Python reader (bench/ibminimal.py){on}"] = [
+                python, "-P", str(ROOT / "bench" / "ibminimal.py"), str(capture)]
+            steps[f"topolabel{on}"] = ([str(venv / "topolabel"), *discover_args(capture)] if venv
+                                       else discover_ib(capture))
+        theirs = f"Topograph {tg.version}"
+        steps[theirs] = [str(tg.binary), "ib", "-ibnetdiscover", str(capture), "-nodes", str(nodes_file), "-labels",
+                         str(labels_out), "-slurm", str(conf_out)]
         found: dict[str, list[Run]] = {name: [] for name in steps}
         for _ in range(runs):
             for name, argv in steps.items():
                 found[name].append(measure(argv, cwd=ROOT))
         cpu = {name: Series(r) for name, r in found.items()}
-        us, them = cpu["topolabel"], cpu[f"Topograph {tg.version}"]
+        them = cpu[theirs]
         rows.append({"HCAs": f"{size:,}", "capture MB": round(capture.stat().st_size / 2**20, 1),
                      **{f"{name} CPU s": f"{series.cpu:.3f}" for name, series in cpu.items()},
-                     "topolabel / Topograph CPU": ratio(us.cpu, them.cpu),
-                     "peak RSS MB (topolabel / Topograph)": f"{us.rss:.0f} / {them.rss:.0f}",
-                     **placements(fabric, found["topolabel"][-1].stdout, labels_out)})
+                     **{f"topolabel{on} / Topograph CPU": ratio(cpu[f"topolabel{on}"].cpu, them.cpu) for on in pythons},
+                     **{f"peak RSS MB (topolabel{on} / Topograph)": f"{cpu[f'topolabel{on}'].rss:.0f} / {them.rss:.0f}"
+                        for on in pythons},
+                     **placements(fabric, found[f"topolabel{next(iter(pythons))}"][-1].stdout, labels_out)})
         rows[-1]["placed"] = "%d / %d" % rows[-1]["placed"]  # type: ignore[str-format]
         print(f"{size:,} HCAs measured ({load()})", file=sys.stderr)
     return rows
@@ -431,10 +438,10 @@ def main() -> None:
                         help="a copy of Topograph's repository to build the harness from (default: the version "
                              "bench/topograph-harness/go.mod requires, from the module proxy)")
     parser.add_argument("--topograph-version", default="v1.0.0", help="the version --topograph-source holds")
-    parser.add_argument("--installed", nargs="?", const=sys.executable, metavar="PYTHON",
+    parser.add_argument("--installed", nargs="?", const=sys.executable, action="append", metavar="PYTHON",
                         help="ibsizes: run the Python steps from a virtual environment of PYTHON (default: this "
                              "interpreter; /usr/bin/python3 is Debian's, the one the image ships) with this "
-                             "checkout pip-installed")
+                             "checkout pip-installed; again for another interpreter, side by side")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -450,10 +457,10 @@ def main() -> None:
 
             ib_tables([infiniband(name, spec, Path(tmp), args.runs, tg) for name, spec in FABRICS.items()])
         if "ibsizes" in parts:
-            venv = installed(Path(tmp), args.installed) if args.installed else None
-            how = f"installed for {interpreter(venv)} in {venv.parent}" if venv else "run from this checkout"
+            venvs = [installed(Path(tmp), python) for python in args.installed or ()]
+            how = (f"installed for {', '.join(map(interpreter, venvs))}" if venvs else "run from this checkout")
             print_table(f"InfiniBand captures by size, CPU s (user + system), medians of {args.runs} interleaved; "
-                        f"topolabel {how}", ib_sizes(sizes, Path(tmp), args.runs, tg, venv))
+                        f"topolabel {how}", ib_sizes(sizes, Path(tmp), args.runs, tg, venvs))
         if "aws" in parts:
             print_table("AWS against moto, whole processes (medians)",
                         aws(Path(tmp), args.runs, args.instances, args.others, tg))
