@@ -21,7 +21,7 @@ that load from other work falls on all alike; figures are medians of --runs runs
   finder and site-wide .pth files at every start (0.02-0.04 CPU s of `python -c pass` here) that a
   virtual environment does not. `--installed /usr/bin/python3` makes it of Debian's interpreter, the one the
   image ships (the agent and the collector run there); this machine's pyenv build has neither profile-guided
-  nor link-time optimisation and runs the same code 15-20% slower. Given again (`--installed --installed
+  nor link-time optimisation and runs the same code 7-25% slower (BENCHMARKS.md, Issue 33, sixth pass). Given again (`--installed --installed
   /usr/bin/python3`), each interpreter's steps run side by side, interleaved with the others.
 - aws: instances in moto with DescribeInstanceTopology (testkit/moto_topology.py), as bench/aws.py; topolabel
   is pointed at it with --endpoint-url, Topograph's provider through the AWS SDK's AWS_ENDPOINT_URL_EC2
@@ -270,14 +270,15 @@ def interpreter(venv: Path) -> str:
 
 
 def ib_sizes(sizes: Sequence[int], tmp: Path, runs: int, tg: Harness,
-             venvs: Sequence[Path] = ()) -> list[dict[str, object]]:
+             venvs: Mapping[str, Path] | None = None) -> list[dict[str, object]]:
     """Each size's capture as ibnetdiscover prints it (`Fabric.capture_text`: ibsim cannot simulate 32,768 HCAs
     here), read by the bare interpreter, a minimal Python reader, topolabel and Topograph, all interleaved; the
-    Python steps from each of `venvs` (bin/s made by `installed`, named by their interpreter's version) when
-    given, else from this checkout."""
+    Python steps from each of `venvs` (interpreter -> a bin/ made by `installed`) when given, else from this
+    checkout."""
     from hack.ibfabric import Spec, build
 
-    pythons = {f" on {interpreter(venv).split(' (')[0]}": venv for venv in venvs} or {"": None}
+    pythons: dict[str, Path | None] = {f" on {name.split(' (')[0]}": venv for name, venv in (venvs or {}).items()}
+    pythons = pythons or {"": None}
     rows = []
     for size in sizes:
         fabric = build(Spec(rails=8, hosts=32, spines=16, uplinks=2, cores=8, **SIZES[size]))  # type: ignore[arg-type]
@@ -457,8 +458,8 @@ def main() -> None:
 
             ib_tables([infiniband(name, spec, Path(tmp), args.runs, tg) for name, spec in FABRICS.items()])
         if "ibsizes" in parts:
-            venvs = [installed(Path(tmp), python) for python in args.installed or ()]
-            how = (f"installed for {', '.join(map(interpreter, venvs))}" if venvs else "run from this checkout")
+            venvs = {interpreter(venv): venv for venv in (installed(Path(tmp), p) for p in args.installed or ())}
+            how = f"installed for {', '.join(venvs)}" if venvs else "run from this checkout"
             print_table(f"InfiniBand captures by size, CPU s (user + system), medians of {args.runs} interleaved; "
                         f"topolabel {how}", ib_sizes(sizes, Path(tmp), args.runs, tg, venvs))
         if "aws" in parts:

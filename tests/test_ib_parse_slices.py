@@ -7,7 +7,6 @@ whole text would."""
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 import pytest
 
@@ -15,15 +14,14 @@ from hack.ibfabric import Spec, build
 from labeler.errors import SourceError
 from providers.infiniband import parse
 from providers.infiniband.parse import _build, _LineRecords, parse_ibnetdiscover
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "fabrics"
+from testkit.environment import SHARED
 
 
 @cache  # built once: collection and every test read the same texts
 def captures() -> dict[str, str]:
     texts = {"rail": build(Spec(rails=8, hosts=32, spines=16, uplinks=2, cores=8, pods=2, sus=2)).capture_text(
         switches_first=True)}
-    ndr = SHARED / "ndr-582ca.ibnetdiscover"
+    ndr = SHARED / "fabrics" / "ndr-582ca.ibnetdiscover"
     if ndr.exists():
         texts["ndr"] = ndr.read_text()
     return texts
