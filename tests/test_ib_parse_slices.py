@@ -53,3 +53,16 @@ def test_a_line_the_bulk_reading_cannot_read_is_named_by_its_number_past_the_fir
     lines[at] = "[x" + lines[at]
     with pytest.raises(SourceError, match=rf"^f:{at + 1}: cannot read port line"):
         parse_ibnetdiscover("\n".join(lines) + "\n", "f")
+
+
+@pytest.mark.parametrize("kind", ["[", "Switch"])
+def test_a_description_left_open_is_refused_though_a_later_line_would_close_it(kind: str) -> None:
+    """The bulk reading lets a description run to the next quote, past its line's end; it must refuse the
+    record then, so that the line-by-line reading names the line, as it does any other it cannot read."""
+    lines = captures()["rail"].splitlines()
+    at = max(i for i, line in enumerate(lines) if line.startswith(kind))  # past the first slice
+    lines[at] = lines[at][:lines[at].rindex('"')] + lines[at][lines[at].rindex('"') + 1:]  # its closing quote
+    closing = '# a note" lid 5 4xHDR' if kind == "[" else '# a note"'  # closes what the record left open
+    lines.insert(at + 1, closing)
+    with pytest.raises(SourceError, match=rf"^f:{at + 1}: cannot read (port|node) line"):
+        parse_ibnetdiscover("\n".join(lines) + "\n", "f")

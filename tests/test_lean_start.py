@@ -153,10 +153,13 @@ def test_a_plan_from_a_snapshot_imports_no_source(tmp_path) -> None:
            "topology); drop them, or drop --snapshot to discover")
 
 
-def test_a_discovery_from_flags_imports_no_pydantic() -> None:
-    code = ("import sys; from topolabel.cli import main; "
+def test_a_discovery_from_flags_imports_no_pydantic_nor_shutil() -> None:
+    """Neither is needed to discover into a pipe; shutil, which argparse imports to ask the terminal's width,
+    brings bz2, lzma and zlib (an interpreter's start-up may have imported it: it is forgotten first)."""
+    code = ("import sys; sys.modules.pop('shutil', None); from topolabel.cli import main; "
             f"main(['discover', '--source', 'infiniband', '--ibnetdiscover', {str(NDR)!r}, '-o', 'json']); "
-            "print(sorted(m for m in ('pydantic', 'labeler.settings.config', 'providers.labels') if m in sys.modules))")
+            "print(sorted(m for m in ('pydantic', 'labeler.settings.config', 'providers.labels', 'shutil') "
+            "if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert result.stdout.splitlines()[-1] == "[]"
 

@@ -17,7 +17,7 @@ from labeler.errors import TopolabelError
 
 from . import version
 from .commands import COMMANDS
-from .parsing import Parser, chosen_command
+from .parsing import Parser, Unprinted, chosen_command
 
 DEBUG = "TOPOLABEL_DEBUG"
 COMPLETE = "__complete"
@@ -62,10 +62,11 @@ class Narrow(Exception):
 
 class NarrowParser(Parser):
     """A parser with one source's flags, which raises instead of printing an error, and takes no abbreviations
-    (one could be ambiguous among every source's flags)."""
+    (one could be ambiguous among every source's flags). It prints no help (`parse` gives help to the whole
+    parser), so its layout is `Unprinted`'s."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs, allow_abbrev=False)
+        super().__init__(**{**kwargs, "formatter_class": Unprinted}, allow_abbrev=False)
 
     def error(self, message: str) -> NoReturn:
         raise Narrow(message)

@@ -16,6 +16,19 @@ COMMON = "common flags"
 SOURCES_HEADING = "source flags (--source NAME takes those under its heading; `topolabel help sources` lists them):"
 
 
+class Unprinted(argparse.HelpFormatter):
+    """A help layout of a set width, for parsers that print no help: argparse's own asks shutil for the
+    terminal's width, and importing shutil (with bz2, lzma and zlib) is a tenth of a discovery's start-up."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=80)
+
+
+def flags() -> argparse.ArgumentParser:
+    """A parser whose flags others take (`parents=`); it prints no help itself."""
+    return argparse.ArgumentParser(add_help=False, formatter_class=Unprinted)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with the house's errors and help layout."""
 

@@ -46,16 +46,20 @@ _PORT = (
     r'"([SHR]-[0-9a-fA-F]+)"\[([0-9]{1,9})\](?:\[ext [0-9]+\])?\s*'
     r'(?:\(([0-9a-fA-F]+)\))?\s*#\s*(?:lid\s+[0-9]+\s+lmc\s+[0-9]+\s+)?"(.*)"\s+lid\s+[0-9]+\s+(\S+)')
 # The same records as ibnetdiscover lays them out, each line from its `\n`: every field where the tool prints
-# it, no quote after a description (so `.*"` above ends where `[^"\n]*"` does) nor in a rate. Port lines first
+# it, no quote after a description (so `.*"` above ends where `[^"]*"` does) nor in a rate. Port lines first
 # (four in five records), and possessive (`*+`, `?+`): no field can end where a shorter match would let the rest
-# match, so the engine keeps no place to go back to (both together: a quarter less time). The last branch takes
-# a record line the others did not, so that finding one says the text is not laid out this way.
+# match, so the engine keeps no place to go back to (both together: a quarter less time). A description is
+# `[^"]*+`, which the engine steps through in a tight loop, where `[^"\n]*+` costs a set lookup a character (a
+# tenth of the reading's instructions): it can therefore run past its line's end, which `_slices_read` refuses.
+# The last branch takes a record line the others did not, so that finding one says the text is not laid out
+# this way.
 _RECORDS = re.compile(
     r'\n\[([0-9]{1,9}+)\](?:\[ext [0-9]++\])?+(?:\(([0-9a-f]++)\) )?+\t"([SHR]-[0-9a-f]++)"\[([0-9]{1,9}+)\]'
-    r'(?:\[ext [0-9]++\])?+(?:\(([0-9a-f]++)\) ?+)?+\t\t# (?:lid [0-9]++ lmc [0-9]++ )?+"([^"\n]*+)" lid [0-9]++ '
+    r'(?:\[ext [0-9]++\])?+(?:\(([0-9a-f]++)\) ?+)?+\t\t# (?:lid [0-9]++ lmc [0-9]++ )?+"([^"]*+)" lid [0-9]++ '
     r'([^\s"]++)[^"\n]*+(?=\n)'
-    r'|\n(Switch|Ca|Rt)\t([0-9]{1,9}+) "([SHR]-[0-9a-f]++)"\t\t# "([^"\n]*+)"(?: (?:enhanced|base) port\b[^"\n]*+)?+(?=\n)'
+    r'|\n(Switch|Ca|Rt)\t([0-9]{1,9}+) "([SHR]-[0-9a-f]++)"\t\t# "([^"]*+)"(?: (?:enhanced|base) port\b[^"\n]*+)?+(?=\n)'
     r'|\n(\[|Switch|Ca|Rt)')
+_DESCRIPTIONS = (itemgetter(5), itemgetter(10))  # a record's groups that can hold a line end
 _UNREAD = 11  # the group of the last branch
 _SLICE = 1 << 16  # characters the bulk reading reads at a time (then to the line's end): about 650 records
 # `str.splitlines` ends lines at these too; text holding any is read line by line.
@@ -141,8 +145,8 @@ def _slices_read(text: str) -> Iterator[list[Record]]:
         if end < 0:
             end = size
         records = _RECORDS.findall(f"\n{text[start:end]}\n")
-        if any(map(itemgetter(_UNREAD), records)):
-            raise _Unread
+        if any(map(itemgetter(_UNREAD), records)) or any("\n" in "".join(map(g, records)) for g in _DESCRIPTIONS):
+            raise _Unread  # a record line no branch read, or a description that ran into the next line
         yield records
         start = end + 1
 

@@ -15,7 +15,7 @@ from labeler.topology.model import Snapshot
 from providers.registry import SOURCES, get_source
 
 from ..output import FORMATS, NAMES
-from ..parsing import COMMON
+from ..parsing import COMMON, flags
 from ..pipeline import discover, read_config, read_snapshot, source_options
 from ..progress import terminal
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 def config_parent() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     parser.add_argument_group(COMMON).add_argument("--config", metavar="FILE", help="topolabel.yaml; flags override it")
     return parser
 
@@ -33,7 +33,7 @@ def config_parent() -> argparse.ArgumentParser:
 def output_parent(kinds: str = "") -> argparse.ArgumentParser:
     """`-o` for commands that print a result: a table (`wide`: every column, values whole) for people, JSON or
     YAML for tools, and with `kinds`, `name`: one `kind/name` line per item, as kubectl prints them."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     group = parser.add_argument_group(COMMON)
     formats = (*FORMATS, NAMES) if kinds else FORMATS
     group.add_argument("-o", "--output", choices=formats, default="table", metavar="FORMAT",
@@ -44,7 +44,7 @@ def output_parent(kinds: str = "") -> argparse.ArgumentParser:
 
 
 def cluster_parent() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     group = parser.add_argument_group(COMMON)
     group.add_argument("--nodes", metavar="FILE", help="`kubectl get nodes -o yaml` output, instead of a cluster "
                                                        "(which is found as kubectl finds it)")
@@ -87,7 +87,7 @@ def _seconds(text: str, zero: bool) -> float:
 def source_parent(only: str | None = None) -> argparse.ArgumentParser:
     """--source and every source's flags, or with `only`, that source's ("": none; a parser then records that
     no source flag was read). Each source whose flags are added has its module imported."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     parser.add_argument("--source", choices=sorted(SOURCES), help="where topology comes from")
     for name in sorted(SOURCES) if only is None else [only] if only else []:
         get_source(name).add_arguments(parser)
@@ -97,7 +97,7 @@ def source_parent(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def snapshot_parent() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     parser.add_argument("--snapshot", metavar="FILE",
                         help="a snapshot from `topolabel discover -o json` (instead of running a source)")
     return parser

@@ -14,6 +14,7 @@ from labeler.errors import InputError
 from labeler.io.nodes import Node
 
 from ..output import problems_table
+from ..parsing import flags
 from ..progress import terminal
 from . import COMMANDS
 from .common import cluster_nodes, config_of, connect, snapshot_of
@@ -34,7 +35,7 @@ EXAMPLES = """examples:
 def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("export", help=COMMANDS["export"],
                             epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    config = argparse.ArgumentParser(add_help=False)
+    config = flags()
     config.add_argument("--config", metavar="FILE", help="topolabel.yaml (levels, key prefix, kueue.topologyName)")
     shared = [config, parents["cluster"], parents["snapshot"], parents["source"]]
     targets = parser.add_subparsers(dest="target", required=True, metavar="SCHEDULER")

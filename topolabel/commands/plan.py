@@ -9,6 +9,7 @@ from labeler.topology.model import Ownership
 from labeler.topology.plan import MAX_CHANGE_FRACTION, Plan, check_share, make_plan, reads
 
 from ..output import emit, for_people, names, plan_table, view_of
+from ..parsing import flags
 from . import COMMANDS
 from .common import config_of, snapshot_and_nodes
 
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction, parents: dict[str, argparse.Argume
 
 
 def plan_parents(parents: dict[str, argparse.ArgumentParser]) -> list[argparse.ArgumentParser]:
-    force = argparse.ArgumentParser(add_help=False)
+    force = flags()
     force.add_argument("--force", action="store_true",
                        help="accept a plan that rewrites labels on more nodes than plan.maxChangeFraction")
     return [parents["config"], parents["output-nodes"], parents["cluster"], parents["snapshot"], parents["source"], force]

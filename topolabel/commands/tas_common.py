@@ -20,12 +20,13 @@ from labeler.io.nodes import Node, read_items
 from labeler.settings.config import Config
 from labeler.topology.model import Level, Snapshot
 
+from ..parsing import flags
 from ..pipeline import read_config, read_snapshot
 from .common import cluster_nodes, connect
 
 
 def tas_parent() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     group = parser.add_argument_group("Kueue TAS set-up (default: the snapshot's, else the cluster's)")
     group.add_argument("--kueue-dir", metavar="DIR", help="directory (or stream file) `topolabel kueue` wrote")
     group.add_argument("--topology", metavar="NAME", help="Topology to use when several apply")
@@ -33,7 +34,7 @@ def tas_parent() -> argparse.ArgumentParser:
 
 
 def flavor_parent() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     parser.add_argument("--flavor", metavar="NAME", help="only this ResourceFlavor (default: the queue's, in order)")
     parser.add_argument("--pods", metavar="FILE",
                         help="`kubectl get pods -A -o yaml` output (with --nodes); without it no pod holds capacity")
@@ -42,7 +43,7 @@ def flavor_parent() -> argparse.ArgumentParser:
 
 def admission_parent() -> argparse.ArgumentParser:
     """What admission reads besides nodes and pods, and the what-ifs."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = flags()
     group = parser.add_argument_group("admission (quota in use, what-ifs)")
     group.add_argument("--workloads", metavar="FILE",
                        help="`kubectl get workloads -A -o yaml` output (with --nodes): the quota and topology "
