@@ -21,7 +21,7 @@ import yaml
 
 from labeler.errors import InputError
 from labeler.io.documents import MAX_DEPTH, load, read_document
-from labeler.io.files import _bounded_read, read_bytes
+from labeler.io.files import _bounded_read, read_bytes, read_text, text_slices
 from labeler.io.jsonlist import MAX_NESTING
 from testkit.environment import EXAMPLES, ROOT
 from topolabel.cli import main
@@ -257,3 +257,31 @@ def test_a_file_is_read_whole_whatever_size_it_states(tmp_path: Path) -> None:
     writer.start()
     assert read_bytes(tmp_path / "fifo") == data
     writer.join(10)
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096])
+@pytest.mark.parametrize("data", [b"", b"\n", b"a", b"ab\ncd\n", b"x" * 10_000 + b"\n\n" + b"y\n" * 3000 + b"z",
+                                  "\u00e9t\u00e9\n\u2028\r\n".encode() * 500],
+                         ids=["empty", "a line end", "no line end", "two lines", "a long line", "multi-byte"])
+def test_a_file_in_slices_is_the_file_line_by_line(tmp_path: Path, data: bytes, size: int) -> None:
+    """Each slice of `text_slices` starts and ends at a line end (the first and last are added), the next one
+    starts where it ended, and together they are the whole text whatever the read size: a line longer than a
+    read, a multi-byte character across a read, an empty file."""
+    (tmp_path / "f").write_bytes(data)
+    slices = list(text_slices(tmp_path / "f", size))
+    assert all(s[0] == "\n" and s[-1] == "\n" and len(s) >= 2 for s in slices)
+    assert "".join(s[1:] for s in slices) == data.decode() + "\n"
+    if size == 1 and data.count(b"\n") > 2:
+        assert len(slices) > 2  # read a slice at a time, not whole
+
+
+@pytest.mark.parametrize("at", [0, 5, 4095, 4096, 70_001])
+def test_a_byte_that_is_not_utf8_is_named_where_it_is_in_the_file_read_in_slices(tmp_path: Path, at: int) -> None:
+    data = bytearray(b"line\n" * 20_000)
+    data[at] = 0xE9
+    (tmp_path / "f").write_bytes(data)
+    with pytest.raises(InputError) as whole:
+        read_text(tmp_path / "f")
+    with pytest.raises(InputError) as sliced:
+        list(text_slices(tmp_path / "f", 4096))
+    assert str(sliced.value) == str(whole.value) == f"{tmp_path / 'f'}: not UTF-8 text (byte {at} is 0xe9)"

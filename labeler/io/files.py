@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from typing import TYPE_CHECKING, BinaryIO, Iterable, Mapping
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Mapping
 
 from ..errors import InputError, OutputError
 
@@ -64,12 +64,39 @@ def _bounded_read(stream: BinaryIO, size: int = 0) -> bytes:
     return b"".join(chunks)
 
 
-def text_of(data: bytes, name: str) -> str:
-    """`data` read from the file `name`, as strict UTF-8 text."""
+def text_slices(path: str | Path, size: int) -> Iterator[str]:
+    """A UTF-8 file's text in slices of whole lines, for readers that find records by the line ends around them
+    without holding the whole text: each slice runs from the line end before its first line to the one after
+    its last (the file's first and last lines get one added), and the next slice starts at that line end. Each
+    read is `size` bytes; a line longer than that is read whole. Unreadable, too large or non-UTF-8 input is an
+    `InputError` naming the file, raised when it is reached. A 17 MB `ibnetdiscover` capture read whole held
+    its bytes and its text at once: a fifth of its discovery's page faults (issue 33)."""
+    name = str(path)
     try:
-        return data.decode("utf-8")
+        with open(path, "rb") as handle:
+            if os.fstat(handle.fileno()).st_size > MAX_INPUT_BYTES:  # refused before reading any of it
+                raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+            carry, start, total = b"\n", 0, 0  # start: the file offset of carry[1]
+            while data := handle.read(size):
+                total += len(data)
+                if total > MAX_INPUT_BYTES:
+                    raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+                carry += data
+                cut = carry.rfind(b"\n")
+                if cut > 0:
+                    yield text_of(memoryview(carry)[:cut + 1], name, start - 1)
+                    carry, start = carry[cut:], start + cut
+            yield text_of(carry + b"\n", name, start - 1)
+    except OSError as exc:
+        raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+
+
+def text_of(data: bytes | memoryview, name: str, offset: int = 0) -> str:
+    """`data` read from the file `name` (at byte `offset` of it), as strict UTF-8 text."""
+    try:
+        return str(data, "utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{name}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
+        raise InputError(f"{name}: not UTF-8 text (byte {offset + exc.start} is 0x{data[exc.start]:02x})") from None
 
 
 def write_atomic(path: str | Path, text: str) -> None:

@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def discover(ctx: SourceContext) -> Discovery:
     opts = parse_options(options.InfinibandOptions, ctx)
     from .locate import locate  # the parser and placement load only when it runs
-    from .parse import parse_ibnetdiscover, parse_node_name_map
+    from .parse import parse_ibnetdiscover, parse_node_name_map, read_ibnetdiscover
 
     names = parse_node_name_map(_read_text(opts.node_name_map), opts.node_name_map) if opts.node_name_map else None
     notices: list[str] = []
@@ -69,7 +69,10 @@ def discover(ctx: SourceContext) -> Discovery:
         fabric = parse_ibnetdiscover(text, origin, names)
     else:
         origin = opts.ibnetdiscover or "-"
-        fabric = parse_ibnetdiscover(_read_text(origin), origin, names)
+        try:
+            fabric = read_ibnetdiscover(origin, names)
+        except InputError as exc:
+            raise SourceError(str(exc)) from None
     return locate(fabric, opts, ctx, origin, NAME, notices)
 
 

@@ -12,12 +12,14 @@ records with the same fields in 60% of the time the line-by-line reading takes; 
 every record line (its last branch finds any other), so what it reads is what the line-by-line reading reads.
 It reads the text a slice of whole lines at a time, each slice's records built and freed before the next:
 the records of a whole 32,768-HCA capture at once held 70 MB, and faulting that memory in cost a tenth of the
-discovery's CPU. Either way the records go through `_build`, one loop with the work per record inline: the
+discovery's CPU. A saved capture is read from its file the same way, a slice at a time (`read_ibnetdiscover`),
+so that neither its bytes nor its text are ever held whole. Either way the records go through `_build`, one loop with the work per record inline: the
 35,000 port lines of an 8,192-HCA fabric are most of a discovery's time.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from itertools import chain, repeat
@@ -26,6 +28,7 @@ from typing import Iterable, Iterator
 
 from labeler.errors import InputError, SourceError
 from labeler.gcpause import paused_gc
+from labeler.io.files import read_text, text_slices
 
 from .fabric import Fabric, Rate
 
@@ -98,12 +101,28 @@ def parse_ibnetdiscover(text: str, origin: str, names: dict[int, str] | None = N
 
     Bad port or node lines are a `SourceError` naming `origin` and the line number; other lines (vendid=,
     Chassis headers, comments, ibwarn noise) carry nothing the topology needs."""
-    records = _bulk_records(text)
-    if records is not None:
+    try:
+        return _build(_bulk_records(text), names or {})
+    except _Refused:
+        return _by_lines(text, origin, names)  # which says where (an unread record line is refused too)
+
+
+@paused_gc()
+def read_ibnetdiscover(path: str, names: dict[int, str] | None = None) -> Fabric:
+    """The fabric from `ibnetdiscover` output saved in the file `path` ('-': stdin), as `parse_ibnetdiscover`
+    reads it. A regular file is read a slice at a time (`text_slices`), never whole, unless the bulk reading
+    refuses it: then it is read again, whole, line by line, so that an error names its line. Unreadable input
+    is an `InputError` naming the file."""
+    if path != "-" and os.path.isfile(path):  # a pipe could not be read twice
         try:
-            return _build(records, names or {})
+            return _build(chain.from_iterable(map(_slice_records, text_slices(path, _SLICE))), names or {})
         except _Refused:
-            pass  # said below, with the line it is about (an unread record line is refused too)
+            pass
+    return _by_lines(read_text(path), path, names)
+
+
+def _by_lines(text: str, origin: str, names: dict[int, str] | None) -> Fabric:
+    """The line-by-line reading, whose errors name the line."""
     lines = _LineRecords(text, origin)
     try:
         return _build(lines, names or {})
@@ -126,29 +145,36 @@ class _Unread(_Refused):
     """A record line the bulk reading cannot read; the line-by-line reading says which."""
 
 
-def _bulk_records(text: str) -> Iterator[Record] | None:
-    """Every record by passes of `_RECORDS` over the text, or None when its line ends are not all `\n`; a record
-    line they cannot read is an `_Unread` when it is reached."""
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-    if any(end in text for end in _OTHER_LINE_ENDS):
-        return None
-    return chain.from_iterable(_slices_read(text))
+def _bulk_records(text: str) -> Iterator[Record]:
+    """Every record by passes of `_RECORDS` over the text a slice at a time; a record line they cannot read is an
+    `_Unread` when it is reached."""
+    return chain.from_iterable(map(_slice_records, _text_slices(text)))
 
 
-def _slices_read(text: str) -> Iterator[list[Record]]:
-    """The records of each slice of whole lines; each line read as in the whole text (a record is one line, from
-    the `\n` before it to the one after it)."""
+def _text_slices(text: str) -> Iterator[str]:
+    """The text in slices of whole lines, each from the `\n` before its first line to the one after its last (a
+    record is one line, from the `\n` before it to the one after it), as `text_slices` reads a file."""
     start, size = 0, len(text)
     while start < size:
         end = text.find("\n", start + _SLICE)
         if end < 0:
             end = size
-        records = _RECORDS.findall(f"\n{text[start:end]}\n")
-        if any(map(itemgetter(_UNREAD), records)) or any("\n" in "".join(map(g, records)) for g in _DESCRIPTIONS):
-            raise _Unread  # a record line no branch read, or a description that ran into the next line
-        yield records
+        yield f"\n{text[start:end]}\n"
         start = end + 1
+
+
+def _slice_records(piece: str) -> list[Record]:
+    """The records of a slice of whole lines, or `_Unread` when the line-by-line reading must read it: a record
+    line no branch read, a description that ran into the next line, or a line end other than `\n` or `\r\n`
+    (`str.splitlines` ends lines there too)."""
+    if "\r" in piece:
+        piece = piece.replace("\r\n", "\n")
+    if any(end in piece for end in _OTHER_LINE_ENDS):
+        raise _Unread
+    records = _RECORDS.findall(piece)
+    if any(map(itemgetter(_UNREAD), records)) or any("\n" in "".join(map(g, records)) for g in _DESCRIPTIONS):
+        raise _Unread
+    return records
 
 
 class _LineRecords:
