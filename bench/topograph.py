@@ -22,13 +22,14 @@ that load from other work falls on all alike; figures are medians of --runs runs
   virtual environment does not. `--installed /usr/bin/python3` makes it of Debian's interpreter, the one the
   image ships (the agent and the collector run there); this machine's pyenv build has neither profile-guided
   nor link-time optimisation and runs the same code 7-25% slower (BENCHMARKS.md, Issue 33, sixth pass). Given again (`--installed --installed
-  /usr/bin/python3`), each interpreter's steps run side by side, interleaved with the others.
+  /usr/bin/python3`), each interpreter's steps run side by side, interleaved with the others. `--baseline REV`
+  adds the git revision REV, installed the same way for the last of them: what a change did, in one run.
 - aws: instances in moto with DescribeInstanceTopology (testkit/moto_topology.py), as bench/aws.py; topolabel
   is pointed at it with --endpoint-url, Topograph's provider through the AWS SDK's AWS_ENDPOINT_URL_EC2
   (no code change). Calls are counted by the server; both tools' labels are compared layer by layer.
 
 Run: python -m bench.topograph [--runs N] [--parts ib,ibsizes,aws] [--sizes 1024,8192,32768] [--installed [PYTHON]]...
-     [--topograph-source DIR [--topograph-version v1.0.0]] [--instances N] [--others N]
+     [--baseline REV] [--topograph-source DIR [--topograph-version v1.0.0]] [--instances N] [--others N]
 """
 
 from __future__ import annotations
@@ -242,14 +243,20 @@ def placements(fabric: object, ours: str, labels: Path) -> dict[str, object]:
 SIZES = {1024: dict(pods=2, sus=2), 8192: dict(pods=8, sus=4), 32768: dict(pods=32, sus=4)}
 
 
-def installed(tmp: Path, python: str) -> Path:
-    """The bin/ of a virtual environment of the interpreter `python` holding this checkout as pip installs it
-    (pinned by .ci/constraints.txt, as the image is), its bytecode compiled; built from a copy of the sources, so
-    that the build's build/ and egg-info stay out of the working tree."""
+def installed(tmp: Path, python: str, rev: str | None = None) -> Path:
+    """The bin/ of a virtual environment of the interpreter `python` holding this checkout (or the git revision
+    `rev` of its repository, a baseline to compare with) as pip installs it (pinned by its .ci/constraints.txt,
+    as the image is), its bytecode compiled; built from a copy of the sources, so that the build's build/ and
+    egg-info stay out of the working tree."""
     from testkit.environment import NOT_SOURCES
 
-    source, venv = tmp / "src", Path(tempfile.mkdtemp(prefix="venv-", dir=tmp))
-    if not source.exists():
+    source, venv = tmp / (f"src-{rev}" if rev else "src"), Path(tempfile.mkdtemp(prefix="venv-", dir=tmp))
+    if not source.exists() and rev:
+        source.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True, capture_output=True,
+                                 timeout=120).stdout
+        subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True, timeout=120)
+    elif not source.exists():
         shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
     subprocess.run([python, "-m", "venv", str(venv)], check=True, timeout=300)
     inside = str(venv / "bin" / "python")
@@ -443,6 +450,8 @@ def main() -> None:
                         help="ibsizes: run the Python steps from a virtual environment of PYTHON (default: this "
                              "interpreter; /usr/bin/python3 is Debian's, the one the image ships) with this "
                              "checkout pip-installed; again for another interpreter, side by side")
+    parser.add_argument("--baseline", metavar="REV", help="ibsizes: also this git revision of topolabel, "
+                        "pip-installed for the last --installed interpreter, side by side (what a change did)")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -458,7 +467,12 @@ def main() -> None:
 
             ib_tables([infiniband(name, spec, Path(tmp), args.runs, tg) for name, spec in FABRICS.items()])
         if "ibsizes" in parts:
-            venvs = {interpreter(venv): venv for venv in (installed(Path(tmp), p) for p in args.installed or ())}
+            pythons = args.installed or []
+            venvs = {interpreter(venv): venv for venv in (installed(Path(tmp), p) for p in pythons)}
+            if args.baseline:
+                venv = installed(Path(tmp), (pythons or [sys.executable])[-1], args.baseline)
+                name, _, path = interpreter(venv).partition(" (")
+                venvs[f"{name} at {args.baseline} ({path}"] = venv
             how = f"installed for {', '.join(venvs)}" if venvs else "run from this checkout"
             print_table(f"InfiniBand captures by size, CPU s (user + system), medians of {args.runs} interleaved; "
                         f"topolabel {how}", ib_sizes(sizes, Path(tmp), args.runs, tg, venvs))
