@@ -18,7 +18,8 @@ SOURCES_HEADING = "source flags (--source NAME takes those under its heading; `t
 
 class Unprinted(argparse.HelpFormatter):
     """A help layout of a set width, for parsers that print no help: argparse's own asks shutil for the
-    terminal's width, and importing shutil (with bz2, lzma and zlib) is a tenth of a discovery's start-up."""
+    terminal's width, and a discovery that writes to a pipe or a file needs neither shutil nor bz2 and lzma,
+    which it imports (5M instructions, half a percent of an 8,192-HCA discovery)."""
 
     def __init__(self, prog: str) -> None:
         super().__init__(prog, width=80)
