@@ -39,13 +39,21 @@ def read_bytes(path: str | Path) -> bytes:
             with open(path, "rb") as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size > MAX_INPUT_BYTES:  # refused before reading any of it
-                    raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+                    raise _too_large(name)
                 data = _bounded_read(handle, size)
     except OSError as exc:
-        raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise _unreadable(name, exc) from None
     if len(data) > MAX_INPUT_BYTES:
-        raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+        raise _too_large(name)
     return data
+
+
+def _too_large(name: str) -> InputError:
+    return InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+
+
+def _unreadable(name: str, exc: OSError) -> InputError:
+    return InputError(f"{name}: cannot read: {exc.strerror or exc}")
 
 
 def _bounded_read(stream: BinaryIO, size: int = 0) -> bytes:
@@ -75,12 +83,12 @@ def text_slices(path: str | Path, size: int) -> Iterator[str]:
     try:
         with open(path, "rb") as handle:
             if os.fstat(handle.fileno()).st_size > MAX_INPUT_BYTES:  # refused before reading any of it
-                raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+                raise _too_large(name)
             carry, start, total = b"\n", 0, 0  # start: the file offset of carry[1]
             while data := handle.read(size):
                 total += len(data)
                 if total > MAX_INPUT_BYTES:
-                    raise InputError(f"{name}: larger than {MAX_INPUT_BYTES >> 20} MiB")
+                    raise _too_large(name)
                 carry += data
                 cut = carry.rfind(b"\n")
                 if cut > 0:
@@ -88,7 +96,7 @@ def text_slices(path: str | Path, size: int) -> Iterator[str]:
                     carry, start = carry[cut:], start + cut
             yield text_of(carry + b"\n", name, start - 1)
     except OSError as exc:
-        raise InputError(f"{name}: cannot read: {exc.strerror or exc}") from None
+        raise _unreadable(name, exc) from None
 
 
 def text_of(data: bytes | memoryview, name: str, offset: int = 0) -> str:

@@ -13,8 +13,9 @@ every record line (its last branch finds any other), so what it reads is what th
 It reads the text a slice of whole lines at a time, each slice's records built and freed before the next:
 the records of a whole 32,768-HCA capture at once held 70 MB, and faulting that memory in cost a tenth of the
 discovery's CPU. A saved capture is read from its file the same way, a slice at a time (`read_ibnetdiscover`),
-so that neither its bytes nor its text are ever held whole. Either way the records go through `_build`, one loop with the work per record inline: the
-35,000 port lines of an 8,192-HCA fabric are most of a discovery's time.
+so that neither its bytes nor its text are ever held whole. Either way the records go through `_build`, one
+loop with the work per record inline: the 35,000 port lines of an 8,192-HCA fabric are most of a discovery's
+time.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ _PORT = (
 # (four in five records), and possessive (`*+`, `?+`): no field can end where a shorter match would let the rest
 # match, so the engine keeps no place to go back to (both together: a quarter less time). A description is
 # `[^"]*+`, which the engine steps through in a tight loop, where `[^"\n]*+` costs a set lookup a character (a
-# tenth of the reading's instructions): it can therefore run past its line's end, which `_slices_read` refuses.
+# tenth of the reading's instructions): it can therefore run past its line's end, which `_slice_records` refuses.
 # The last branch takes a record line the others did not, so that finding one says the text is not laid out
 # this way.
 _RECORDS = re.compile(
@@ -113,12 +114,12 @@ def read_ibnetdiscover(path: str, names: dict[int, str] | None = None) -> Fabric
     reads it. A regular file is read a slice at a time (`text_slices`), never whole, unless the bulk reading
     refuses it: then it is read again, whole, line by line, so that an error names its line. Unreadable input
     is an `InputError` naming the file."""
-    if path != "-" and os.path.isfile(path):  # a pipe could not be read twice
-        try:
-            return _build(chain.from_iterable(map(_slice_records, text_slices(path, _SLICE))), names or {})
-        except _Refused:
-            pass
-    return _by_lines(read_text(path), path, names)
+    if path == "-" or not os.path.isfile(path):  # a pipe could not be read twice
+        return parse_ibnetdiscover(read_text(path), path, names)
+    try:
+        return _build(chain.from_iterable(map(_slice_records, text_slices(path, _SLICE))), names or {})
+    except _Refused:
+        return _by_lines(read_text(path), path, names)
 
 
 def _by_lines(text: str, origin: str, names: dict[int, str] | None) -> Fabric:
